@@ -42,19 +42,18 @@ def detect_scheme(sentences: Iterable[Sequence[str]]) -> str:
 def to_iob2(tags: Sequence[str], scheme: str) -> list[str]:
     """Convert one sentence's tags from `scheme` to IOB2."""
     out = []
-    prev_kind = ""
+    prev_prefix, prev_kind = "O", ""
     for tag in tags:
         prefix, kind = split_tag(tag)
         if prefix == "O":
             out.append("O")
-        elif scheme == "BIOES":
-            out.append(("B-" if prefix in "BS" else "I-") + kind)
-        elif scheme == "IOB1":
-            starts = prefix == "B" or prev_kind != kind
+        else:
+            # An entity starts at B- (and S-), at a change of type, and, in BIOES, after an
+            # entity closed by E-/S-; an I-/E- that opens an entity is repaired to B-, as conlleval
+            # reads it.
+            starts = prefix in "BS" or prev_kind != kind or prev_prefix in "ES"
             out.append(("B-" if starts else "I-") + kind)
-        else:  # IOB2: an I- that opens an entity is repaired to B-, as conlleval reads it
-            out.append(("B-" if prefix == "B" or prev_kind != kind else "I-") + kind)
-        prev_kind = kind
+        prev_prefix, prev_kind = prefix, kind
     return out
 
 
@@ -88,7 +87,7 @@ def entity_types(tags: Iterable[str]) -> set[str]:
 
 
 def label_list(types: Iterable[str]) -> list[str]:
-    """The IOB2 label set for `types`: `O` first, then `B-T`, `I-T` for each type in sorted order."""
+    """The IOB2 label set for `types`: `O`, then `B-T`, `I-T` for each type in sorted order."""
     labels = ["O"]
     for kind in sorted(set(types)):
         labels += [f"B-{kind}", f"I-{kind}"]

