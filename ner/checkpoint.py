@@ -1,0 +1,179 @@
+"""Self-contained, safe checkpoints.
+
+A checkpoint carries everything needed to rebuild the tagger without the network or the original
+model directory: the encoder config, the tokenizer files, the label set and scheme, and the
+`class_path`/`init_args` of the combiner, pooling and head. Loading never unpickles objects
+(`weights_only=True`) and never imports a class the checkpoint names unless it is part of `ner`
+or the caller passes it in `extra_classes`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import inspect
+import json
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from ner.errors import NERError
+
+if TYPE_CHECKING:
+    from ner.tagger import NERTagger
+
+FORMAT_VERSION = 1
+MODULE_ARGS = ("combiner", "pooling", "head")
+# Plain hyperparameters copied from the tagger; anything else in a checkpoint is ignored.
+SCALAR_ARGS = (
+    "freeze_encoder",
+    "encoder_lr",
+    "head_lr",
+    "weight_decay",
+    "warmup_ratio",
+    "scheme",
+    "metric_mode",
+)
+
+
+def module_spec(module: nn.Module) -> dict[str, Any]:
+    """`{"class_path", "init_args"}` of a pluggable module, read from same-named attributes."""
+    cls = type(module)
+    init_args = {}
+    for name in list(inspect.signature(cls.__init__).parameters)[1:]:
+        if name in ("args", "kwargs"):
+            continue
+        if not hasattr(module, name):
+            raise NERError(
+                f"{cls.__qualname__} does not store its init argument {name!r} as self.{name}; "
+                "a checkpoint cannot record it"
+            )
+        value = getattr(module, name)
+        init_args[name] = list(value) if isinstance(value, tuple) else value
+    return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": init_args}
+
+
+def build_module(spec: dict[str, Any], field: str, extra_classes: Sequence[type] = ()) -> nn.Module:
+    """Rebuild a module from its spec, importing only classes of `ner` or `extra_classes`."""
+    class_path = str(spec.get("class_path", ""))
+    allowed = {f"{c.__module__}.{c.__qualname__}": c for c in extra_classes}
+    if class_path in allowed:
+        cls = allowed[class_path]
+    elif class_path.startswith("ner.") and class_path.count(".") == 2:
+        module_name, _, name = class_path.rpartition(".")
+        cls = getattr(importlib.import_module(module_name), name, None)
+        if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+            raise NERError(f"checkpoint {field}: {class_path!r} is not a module class of ner")
+    else:
+        raise NERError(
+            f"checkpoint {field}: class {class_path!r} is not part of ner; if you trust it, "
+            "pass it in extra_classes"
+        )
+    init_args = spec.get("init_args") or {}
+    if not isinstance(init_args, dict):
+        raise NERError(f"checkpoint {field}: init_args is not a mapping")
+    return cls(**init_args)
+
+
+def pack(tagger: NERTagger) -> dict[str, Any]:
+    """The `ner` section of a checkpoint: all that `load_tagger` needs besides the weights."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tagger.tokenizer.save_pretrained(tmp)
+        tokenizer_files = {p.name: p.read_text(encoding="utf-8") for p in Path(tmp).iterdir()}
+    return {
+        "format_version": FORMAT_VERSION,
+        "encoder_name": str(tagger.hparams.get("encoder", "")),
+        "encoder_config": tagger.encoder.config.to_json_string(),
+        "tokenizer_files": tokenizer_files,
+        "labels": list(tagger.labels),
+        "modules": {name: module_spec(getattr(tagger, name)) for name in MODULE_ARGS},
+        "hparams": {name: getattr(tagger, name) for name in SCALAR_ARGS},
+    }
+
+
+def read_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
+    """`torch.load(weights_only=True)` with every failure turned into a one-line `NERError`."""
+    path = Path(path)
+    if not path.is_file():
+        raise NERError("no such checkpoint file", path=str(path))
+    try:
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise NERError(f"not a readable checkpoint ({_first_line(exc)})", path=str(path)) from None
+    except Exception as exc:  # noqa: BLE001  (UnpicklingError and its relatives: unsafe content)
+        raise NERError(
+            f"refused to load: it holds objects other than weights ({_first_line(exc)})",
+            path=str(path),
+        ) from None
+    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
+        raise NERError("not a Lightning checkpoint (no state_dict)", path=str(path))
+    section = checkpoint.get("ner")
+    if not isinstance(section, dict) or section.get("format_version") != FORMAT_VERSION:
+        raise NERError("not an ner checkpoint (missing or unknown 'ner' section)", path=str(path))
+    return checkpoint
+
+
+def materialize(section: dict[str, Any]) -> str:
+    """Write the stored encoder config and tokenizer files to a private temporary directory."""
+    directory = Path(tempfile.mkdtemp(prefix="ner-ckpt-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    for name, text in section["tokenizer_files"].items():
+        if Path(name).name != name:  # a stored name must not escape the directory
+            raise NERError(f"checkpoint tokenizer file name {name!r} is not a plain file name")
+        (directory / name).write_text(text, encoding="utf-8")
+    (directory / "config.json").write_text(section["encoder_config"], encoding="utf-8")
+    return str(directory)
+
+
+def tagger_kwargs(section: dict[str, Any], extra_classes: Sequence[type] = ()) -> dict[str, Any]:
+    """Init arguments that rebuild the stored tagger (encoder from config only, no weights)."""
+    kwargs = {k: v for k, v in section["hparams"].items() if k in SCALAR_ARGS}
+    kwargs.update(
+        encoder=materialize(section),
+        labels=list(section["labels"]),
+        pretrained=False,
+        **{
+            name: build_module(section["modules"][name], name, extra_classes)
+            for name in MODULE_ARGS
+        },
+    )
+    return kwargs
+
+
+def load_tagger(
+    path: str | Path, map_location: Any = "cpu", extra_classes: Sequence[type] = ()
+) -> NERTagger:
+    """Rebuild a `NERTagger` from a checkpoint written by this package; weights loaded strictly."""
+    from ner.tagger import NERTagger
+
+    checkpoint = read_checkpoint(path, map_location)
+    tagger = NERTagger(**tagger_kwargs(checkpoint["ner"], extra_classes))
+    try:
+        tagger.load_state_dict(checkpoint["state_dict"], strict=True)
+    except RuntimeError as exc:
+        message = f"weights do not fit the stored model ({_first_line(exc)})"
+        raise NERError(message, path=str(path)) from None
+    tagger.eval()
+    return tagger
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
+
+
+def write_json_atomic(path: str | Path, payload: Any) -> None:
+    """Write JSON through a temporary file in the same directory, so no half-written file stays."""
+    path = Path(path)
+    with tempfile.NamedTemporaryFile(
+        "w", dir=path.parent, prefix=f".{path.name}.", delete=False, encoding="utf-8"
+    ) as handle:
+        json.dump(payload, handle, indent=2)
+        handle.write("\n")
+    Path(handle.name).replace(path)

@@ -1,0 +1,266 @@
+"""The `ner` command end to end on a tiny model: fit, self-contained checkpoints, test, predict,
+tag, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import write_tiny_corpus
+from seqeval.metrics import f1_score
+
+from ner.checkpoint import load_tagger
+from ner.cli import main, run_lightning
+from ner.errors import NERError
+
+
+def fit_config(tmp: Path, model_dir: Path, corpus_dir: Path) -> Path:
+    config = tmp / "fit.yaml"
+    config.write_text(
+        f"""
+seed_everything: 0
+trainer:
+  max_steps: 120
+  logger: false
+  enable_progress_bar: false
+  enable_model_summary: false
+  num_sanity_val_steps: 0
+  check_val_every_n_epoch: 4
+  callbacks:
+    - class_path: pytorch_lightning.callbacks.ModelCheckpoint
+      init_args:
+        dirpath: {tmp / "ckpt"}
+        filename: best
+        monitor: val/f1
+        mode: max
+        enable_version_counter: false
+    - class_path: pytorch_lightning.callbacks.ModelCheckpoint
+      init_args:
+        dirpath: {tmp / "ckpt"}
+        filename: last
+        enable_version_counter: false
+model:
+  encoder: {model_dir}
+  encoder_lr: 3.0e-3
+  head_lr: 1.0e-2
+  warmup_ratio: 0.0
+  head:
+    class_path: ner.heads.LinearHead
+    init_args:
+      dropout: 0.0
+data:
+  data_dir: {corpus_dir}
+  batch_size: 10
+""",
+        encoding="utf-8",
+    )
+    return config
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory, tiny_model_dir, tiny_corpus_dir):
+    """Fit through the CLI on a copy of the tiny model, then delete that copy."""
+    tmp = tmp_path_factory.mktemp("cli-run")
+    model_copy = tmp / "model"
+    shutil.copytree(tiny_model_dir, model_copy)
+    cli = run_lightning(["fit", "-c", str(fit_config(tmp, model_copy, tiny_corpus_dir))])
+    model = cli.model.eval()
+    batch = next(iter(cli.datamodule.val_dataloader()))
+    with torch.inference_mode():
+        logits = model(batch)
+    shutil.rmtree(model_copy)  # checkpoints must not need the source model directory
+    return {"dir": tmp, "ckpt": tmp / "ckpt", "batch": batch, "logits": logits}
+
+
+def run_ner(args: list[str], capsys) -> tuple[int, str, str]:
+    """Run `ner ARGS` in-process; return (exit code, stdout, stderr)."""
+    code = 0
+    try:
+        main(args)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_fit_writes_best_and_last(trained):
+    assert (trained["ckpt"] / "best.ckpt").is_file()
+    assert (trained["ckpt"] / "last.ckpt").is_file()
+
+
+def test_checkpoint_loads_offline_elsewhere_with_identical_logits(trained, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    tagger = load_tagger(trained["ckpt"] / "last.ckpt")
+    with torch.inference_mode():
+        logits = tagger(trained["batch"])
+    # last.ckpt is the state at the end of training (regression: Lightning's save_last=True
+    # only rewrites it when val/f1 improves, so it lagged behind).
+    assert torch.equal(logits, trained["logits"])
+
+
+def test_test_from_checkpoint_alone_writes_report(trained, tiny_corpus_dir, capsys):
+    ckpt = trained["ckpt"] / "best.ckpt"
+    test_file = tiny_corpus_dir / "test.txt"
+    code, out, err = run_ner(
+        ["test", "--ckpt_path", str(ckpt), "--data.test_file", str(test_file)], capsys
+    )
+    assert code == 0, err
+    assert "MISC" not in out and "PER" in out and "micro" in out
+    report = json.loads((trained["ckpt"] / "best.test-report.json").read_text())
+    lines = (trained["ckpt"] / "best.test-predictions.txt").read_text().split("\n\n")
+    sentences = [[ln.split() for ln in block.splitlines()] for block in lines if block.strip()]
+    gold = [[t[1] for t in s] for s in sentences]
+    pred = [[t[2] for t in s] for s in sentences]
+    assert len(sentences) == 20
+    # The reported F1 is the one seqeval (conlleval mode) computes from the written predictions.
+    assert report["metrics"]["f1"] == pytest.approx(f1_score(gold, pred))
+    assert report["metrics"]["f1"] > 0.9
+
+
+def test_predict_and_tag_are_two_doors_to_the_same_output(trained, tmp_path, capsys):
+    ckpt = trained["ckpt"] / "best.ckpt"
+    text = tmp_path / "input.txt"
+    text.write_text("John Smith visited Paris today .\nthe bank said Mary met Reuters\n")
+    out_predict = tmp_path / "predict.jsonl"
+    code, _, err = run_ner(
+        ["predict", "--ckpt_path", str(ckpt), "--data.predict_file", str(text),
+         "--output", str(out_predict)],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    out_tag = tmp_path / "tag.jsonl"
+    code, _, err = run_ner(["tag", str(ckpt), str(text), "--output", str(out_tag)], capsys)
+    assert code == 0, err
+    assert out_predict.read_text() == out_tag.read_text()
+    records = [json.loads(line) for line in out_tag.read_text().splitlines()]
+    assert [r["text"] for r in records] == text.read_text().splitlines()
+    for record in records:
+        for entity in record["entities"]:
+            assert record["text"][entity["start"] : entity["end"]] == entity["text"]
+            assert 0.0 <= entity["score"] <= 1.0
+
+
+def test_tag_conll_keeps_columns_and_scheme(trained, tmp_path, capsys):
+    conll = tmp_path / "in.conll"
+    conll.write_text("-DOCSTART- -X- O\n\nJohn NNP I-PER\nvisited VB O\nParis NNP I-LOC\n\n")
+    out = tmp_path / "out.conll"
+    code, _, err = run_ner(
+        ["tag", str(trained["ckpt"] / "best.ckpt"), str(conll), "--format", "conll",
+         "--output", str(out)],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("-DOCSTART-")
+    rows = [ln.split() for ln in lines if ln and not ln.startswith("-DOCSTART-")]
+    # Columns kept (the old tags too), the prediction appended: `word ... gold pred`, as
+    # conlleval reads it; the prediction is in the input's scheme (IOB1: entities open with I-).
+    original = [["John", "NNP", "I-PER"], ["visited", "VB", "O"], ["Paris", "NNP", "I-LOC"]]
+    assert [r[:3] for r in rows] == original
+    assert all(len(r) == 4 and not r[3].startswith("B-") for r in rows)
+
+
+def one_line_error(code: int, err: str) -> str:
+    assert code == 2
+    assert "Traceback" not in err
+    lines = [ln for ln in err.strip().splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_missing_data_file_is_a_one_line_error(trained, tmp_path, capsys):
+    ckpt = str(trained["ckpt"] / "best.ckpt")
+    code, _, err = run_ner(
+        ["test", "--ckpt_path", ckpt, "--data.test_file", str(tmp_path / "nope.txt")], capsys
+    )
+    assert "nope.txt" in one_line_error(code, err)
+
+
+def test_label_unknown_to_checkpoint_is_a_one_line_error(trained, tmp_path, capsys):
+    bad = write_tiny_corpus(tmp_path / "bad.txt", [[("john", "B-PER"), ("x", "B-FOOD")]], docs=1)
+    code, _, err = run_ner(
+        ["test", "--ckpt_path", str(trained["ckpt"] / "best.ckpt"), "--data.test_file", str(bad)],
+        capsys,
+    )
+    line = one_line_error(code, err)
+    assert "B-FOOD" in line and "bad.txt" in line
+
+
+def test_unknown_combiner_class_is_an_error(tiny_model_dir, tiny_corpus_dir, capsys):
+    code, _, err = run_ner(
+        ["fit", "--model.encoder", str(tiny_model_dir), "--data.data_dir", str(tiny_corpus_dir),
+         "--model.combiner", "ner.combiners.NoSuchCombiner", "--trainer.max_steps", "1"],
+        capsys,
+    )  # fmt: skip
+    assert code == 2
+    assert "Traceback" not in err and "NoSuchCombiner" in err
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty"])
+def test_corrupt_checkpoint_is_a_one_line_error(trained, tmp_path, capsys, damage):
+    good = (trained["ckpt"] / "best.ckpt").read_bytes()
+    data = {"truncated": good[: len(good) // 2], "garbage": b"not a checkpoint", "empty": b""}
+    bad = tmp_path / "bad.ckpt"
+    bad.write_bytes(data[damage])
+    code, _, err = run_ner(["tag", str(bad), "-"], capsys)
+    assert "bad.ckpt" in one_line_error(code, err)
+
+
+class _WritesFile:
+    def __init__(self, target: str):
+        self.target = target
+
+    def __reduce__(self):
+        return (Path.write_text, (Path(self.target), "pwned"))
+
+
+def test_pickle_payload_in_checkpoint_never_runs(tmp_path):
+    target = tmp_path / "pwned.txt"
+    evil = tmp_path / "evil.ckpt"
+    torch.save(
+        {"state_dict": {}, "ner": {"format_version": 1}, "x": _WritesFile(str(target))}, evil
+    )
+    with pytest.raises(NERError, match="refused to load"):
+        load_tagger(evil)
+    assert not target.exists()
+
+
+def test_checkpoint_naming_an_importable_callable_never_calls_it(trained, tmp_path):
+    target = tmp_path / "called.txt"
+    checkpoint = torch.load(trained["ckpt"] / "best.ckpt", weights_only=True)
+    # Lightning <2.6.6 would import and call this on load_from_checkpoint (Lightning #21822).
+    checkpoint["hyper_parameters"]["_instantiator"] = "os.system"
+    checkpoint["hyper_parameters"]["_class_path"] = "os.system"
+    checkpoint["ner"]["modules"]["combiner"] = {
+        "class_path": "pathlib.Path.touch",
+        "init_args": {"self": str(target)},
+    }
+    evil = tmp_path / "evil.ckpt"
+    torch.save(checkpoint, evil)
+    with pytest.raises(NERError, match="not part of ner"):
+        load_tagger(evil)
+    assert not target.exists()
+    # With the module spec intact, the Lightning-only keys are ignored, not called.
+    checkpoint["ner"]["modules"]["combiner"] = {"class_path": "ner.combiners.LastLayer"}
+    torch.save(checkpoint, evil)
+    assert load_tagger(evil).labels == checkpoint["ner"]["labels"]
+
+
+def test_console_script_prints_one_line_error(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "ner.cli", "tag", str(tmp_path / "missing.ckpt"), "-"],
+        capture_output=True,
+        text=True,
+        env=env,
+        input="",
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: {tmp_path / 'missing.ckpt'}: no such checkpoint file"
