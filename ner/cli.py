@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 from typing import Any
 
 from ner.errors import NERError
 
+SUBCOMMANDS = ("fit", "validate", "test", "predict")
 CKPT_SUBCOMMANDS = ("validate", "test", "predict")
+QUIET = {"exit_on_error": False}
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 
@@ -30,6 +33,11 @@ def _cli_class():
                 "--format", type=str, default="jsonl", help="predictions format: jsonl or conll"
             )
 
+        def _parse_ckpt_path(self) -> None:
+            # Lightning would parse the checkpoint's hyperparameters into the config, importing
+            # whatever class paths they name. `before_instantiate_classes` does it safely instead.
+            return
+
         def before_instantiate_classes(self) -> None:
             # `ner test --ckpt_path X` rebuilds the model from the checkpoint alone: Lightning's CLI
             # would otherwise build it from the defaults (Lightning #20310, #20801).
@@ -40,6 +48,7 @@ def _cli_class():
                 return
             section = read_checkpoint(config.ckpt_path)["ner"]
             kwargs = tagger_kwargs(section)
+            kwargs.pop("metric_mode")  # an evaluation choice, left to the command line
             for name, value in kwargs.items():
                 if name in ("combiner", "pooling", "head"):
                     spec = module_spec(value)
@@ -51,6 +60,12 @@ def _cli_class():
             config.data.labels = kwargs["labels"]
 
         def instantiate_trainer(self, **kwargs: Any):
+            from ner.precision import auto_precision
+
+            config = self._get(self.config_init, "trainer", default={})
+            if config.get("precision") is None:  # unset: bf16 only where it runs fast
+                accelerator = config.get("accelerator") or "auto"
+                kwargs.setdefault("precision", auto_precision(str(accelerator)))
             trainer = super().instantiate_trainer(**kwargs)
             if self.subcommand == "predict":
                 from ner.predict_io import PredictionFileWriter
@@ -109,7 +124,7 @@ def write_test_outputs(out_dir: Path, ckpt_path: str | None, report, model, data
     print(f"report: {out_dir / (stem + '.test-report.json')}")
 
 
-def run_lightning(args: list[str], run: bool = True):
+def run_lightning(args: list[str] | None, run: bool = True):
     """Parse `args` and run a LightningCLI subcommand; returns the CLI (model, datamodule, ...).
 
     With `run=False`, `args` hold no subcommand and the classes are only instantiated.
@@ -123,6 +138,8 @@ def run_lightning(args: list[str], run: bool = True):
         args=args,
         run=run,
         save_config_kwargs={"overwrite": True},
+        # errors come back as exceptions, which `main` prints as one line
+        parser_kwargs={"exit_on_error": False, **dict.fromkeys(SUBCOMMANDS, QUIET)},
     )
 
 
@@ -133,20 +150,34 @@ def cli_for(args: list[str]):
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `ner` console command."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
     try:
-        if argv[:1] == ["inspect"]:
+        if words[:1] == ["inspect"]:
             from ner.stats import inspect_main
 
-            sys.exit(inspect_main(argv[1:]))
-        if argv[:1] == ["tag"]:
+            sys.exit(inspect_main(words[1:]))
+        if words[:1] == ["tag"]:
             from ner.predict_io import tag_main
 
-            sys.exit(tag_main(argv[1:]))
-        run_lightning(argv)
+            sys.exit(tag_main(words[1:]))
+        run_lightning(argv)  # None: LightningCLI reads sys.argv itself (and does not warn)
     except NERError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except argparse.ArgumentError as exc:
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
+        sys.exit(2)
+
+
+def one_line(message: str) -> str:
+    """jsonargparse's nested, multi-line errors as one line: where, and the innermost reason."""
+    lines = [ln.strip(" -") for ln in message.strip().splitlines() if ln.strip(" -")]
+    if len(lines) <= 1:
+        return lines[0] if lines else "invalid arguments"
+    for i, line in enumerate(lines):
+        if line.startswith("Problem with given class_path") and i + 1 < len(lines):
+            return f"{lines[0]} {line} {lines[i + 1]}"
+    return f"{lines[0]} {lines[-1]}"
 
 
 if __name__ == "__main__":

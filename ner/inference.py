@@ -41,10 +41,14 @@ def iter_tags(
     batch_size: int = 64,
     max_pieces: int = 8192,
     chunk_size: int = 4096,
+    bf16: bool | None = None,
 ) -> Iterator[tuple[list[str], list[float]]]:
-    """Yield (IOB2 tags, per-word scores) for each sentence, in input order, in bounded memory."""
+    """Yield (IOB2 tags, per-word scores) for each sentence, in input order, in bounded memory.
+
+    `bf16`: autocast in bf16 (None: where the device runs it fast, see `ner.precision`)."""
     from ner.alignment import align_sentences
     from ner.datamodule import batches_by_length, collate
+    from ner.precision import autocast
 
     it = iter(sentences)
     device = next(tagger.parameters()).device
@@ -62,13 +66,13 @@ def iter_tags(
             for i, (a, words) in enumerate(zip(aligned, chunk, strict=True))
         ]
         results: list[tuple[list[str], list[float]] | None] = [None] * len(rows)
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(device, bf16):
             for indices in batches_by_length(
                 [r["num_pieces"] for r in rows], batch_size, max_pieces
             ):
                 batch = collate([rows[i] for i in indices])
                 batch = {k: v.to(device) for k, v in batch.items()}
-                emissions = tagger(batch)
+                emissions = tagger(batch).float()
                 tags, scores = tagger.head.decode(emissions, batch["word_mask"])
                 for i, t, s in zip(indices, tags.tolist(), scores.tolist(), strict=True):
                     n = len(chunk[i])

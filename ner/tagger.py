@@ -184,7 +184,9 @@ class NERTagger(pl.LightningModule):
     def configure_optimizers(self):
         from transformers import get_linear_schedule_with_warmup
 
-        optimizer = torch.optim.AdamW(self.parameter_groups())
+        # The fused kernel (CPU and CUDA) instead of the default per-tensor Python loop, which
+        # took a quarter of each MiniLM step on CPU.
+        optimizer = torch.optim.AdamW(self.parameter_groups(), fused=True)
         total = max(1, int(self.trainer.estimated_stepping_batches))
         scheduler = get_linear_schedule_with_warmup(
             optimizer, int(self.warmup_ratio * total), total

@@ -36,12 +36,18 @@ def first_sentences(source: Path, target: Path, n: int) -> Path:
 def test_fit_test_and_predict_on_conll2003(conll_dir, tmp_path):
     train = first_sentences(conll_dir / "eng.train", tmp_path / "train.txt", TRAIN_SENTENCES)
     ckpt_dir = tmp_path / "ckpt"
+    override = tmp_path / "override.yaml"  # a list option is replaced whole by a later config
+    override.write_text(
+        "trainer:\n  callbacks:\n"
+        "    - class_path: pytorch_lightning.callbacks.ModelCheckpoint\n"
+        f"      init_args: {{dirpath: {ckpt_dir}, filename: best, monitor: val/f1, mode: max}}\n"
+    )
     common = ["--data.train_file", str(train), "--data.val_file", str(conll_dir / "eng.testa")]
     run_lightning(
-        ["fit", "-c", "configs/conll2003-minilm.yaml", *common,
+        ["fit", "-c", "configs/conll2003-minilm.yaml", "-c", str(override), *common,
          "--data.batch_size", "16", "--model.head_lr", "3e-3", "--model.encoder_lr", "1e-4",
          "--trainer.max_epochs", "3", "--trainer.enable_progress_bar", "false",
-         "--trainer.logger", "false", "--trainer.callbacks.init_args.dirpath", str(ckpt_dir)]
+         "--trainer.logger", "false"]
     )  # fmt: skip
     best = ckpt_dir / "best.ckpt"
     run_lightning(

@@ -62,16 +62,25 @@ def test_tiny_model_overfits_twenty_sentences(tiny_model_dir, tiny_corpus_dir, c
         head_lr=1e-2,
         warmup_ratio=0.0,
     )
+    modes = []
+
+    class RecordModes(pl.Callback):
+        def on_train_batch_start(self, trainer, module, batch, batch_idx):
+            modes.append(module.encoder.training)
+
     trainer = pl.Trainer(
+        callbacks=[RecordModes()],
         max_steps=120,
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
-        check_val_every_n_epoch=1000,
+        check_val_every_n_epoch=5,  # validation in between must not leave the encoder in eval
     )
     trainer.fit(tagger, datamodule=data)
+    # Fine-tuning really ran with the encoder in train mode (dropout on), every step.
+    assert modes == [True] * 120
     [result] = trainer.test(tagger, datamodule=data, verbose=False)
     assert result["test/f1"] == pytest.approx(1.0)
     assert set(tagger.test_predictions) == set(range(20))
