@@ -131,3 +131,17 @@ def tiny_corpus_dir(tmp_path_factory) -> Path:
     for name in ("train.txt", "dev.txt", "test.txt"):
         write_tiny_corpus(directory / name, sentences)
     return directory
+
+
+@pytest.fixture(autouse=True)
+def one_thread_for_tiny_models(request):
+    """Tiny models run faster on one thread (no OpenMP hand-offs); integration tests keep all."""
+    import torch
+
+    if request.node.get_closest_marker("integration"):
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

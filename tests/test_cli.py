@@ -44,6 +44,7 @@ trainer:
       init_args:
         dirpath: {tmp / "ckpt"}
         filename: last
+        save_on_train_epoch_end: true
         enable_version_counter: false
 model:
   encoder: {model_dir}

@@ -74,3 +74,42 @@ def test_write_back_testb_in_iob1(conll_dir, corpora, tmp_path):
     written = out.read_text(encoding="utf-8").splitlines()
     # the original with the (gold) tag appended: the layout conlleval reads
     assert [ln for ln in written if ln] == [f"{ln} {ln.split()[-1]}" for ln in original if ln]
+
+
+def test_metric_equals_seqeval_on_converted_conll(corpora):
+    """EntityF1 on eng.testa (IOB1 -> IOB2) with perturbed predictions equals seqeval."""
+    import random
+
+    import torch
+    from seqeval.metrics import f1_score, precision_score, recall_score
+    from seqeval.scheme import IOB2
+
+    from ner.metrics import EntityF1
+    from ner.schemes import entity_types, label_list
+
+    corpus = corpora["eng.testa"]
+    gold = [s.tags for s in corpus.sentences]
+    raw = [[cols[-1] for cols in s.columns] for s in corpus.sentences]  # IOB1, as in the file
+    # conlleval mode reads IOB1 and its IOB2 conversion as the same entities
+    assert f1_score(raw, gold) == 1.0
+    labels = label_list(entity_types(t for g in gold for t in g))
+    rng = random.Random(0)
+    pred = [[t if rng.random() < 0.9 else rng.choice(labels) for t in g] for g in gold]
+    for mode, kwargs in (("default", {}), ("strict", {"mode": "strict", "scheme": IOB2})):
+        metric = EntityF1(labels, mode=mode)
+        for start in range(0, len(gold), 64):
+            g, p = gold[start : start + 64], pred[start : start + 64]
+            width = max(len(x) for x in g)
+            target = torch.full((len(g), width), -100)
+            predicted = torch.zeros((len(g), width), dtype=torch.long)
+            for i, (gi, pi) in enumerate(zip(g, p, strict=True)):
+                target[i, : len(gi)] = torch.tensor([labels.index(t) for t in gi])
+                predicted[i, : len(pi)] = torch.tensor([labels.index(t) for t in pi])
+            ids = torch.arange(start, start + len(g))
+            metric.update(predicted, target, target != -100, ids)
+        got = metric.compute()
+        assert got["f1"] == f1_score(gold, pred, **kwargs), mode
+        assert got["precision"] == precision_score(gold, pred, **kwargs), mode
+        assert got["recall"] == recall_score(gold, pred, **kwargs), mode
+        assert got["support_PER"] == 1842
+        assert 0.4 < got["f1"] < 0.9

@@ -1,0 +1,199 @@
+"""Tagging eng.testb as raw text: `NERTagger.predict` vs the HF token-classification pipeline.
+
+    python -m benchmarks.predict [--ckpt PATH] [--smoke] [--json PATH]
+
+Each side runs in its own subprocess, so the peak RSS figures do not mix.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import (
+    build_tagger,
+    describe,
+    load_sentences,
+    native_bf16,
+    parse,
+    parser,
+    report,
+    rss_mib,
+)
+
+SIDES = ("ours, bf16 autocast", "ours, fp32", "HF pipeline, fp32")
+WARMUP_TEXTS = 64
+
+
+def export_hf(tagger, directory: Path) -> bool:
+    """Save an AutoModelForTokenClassification with the tagger's encoder weights to `directory`.
+
+    The classifier is the tagger's own if the tagger is a plain linear tagger (last layer, first
+    piece, softmax head); else a fresh one of the same shape. Returns whether it was copied.
+    """
+    from transformers import AutoModelForTokenClassification
+
+    from ner.combiners import LastLayer
+    from ner.heads import LinearHead
+
+    config = tagger.encoder.config
+    config.num_labels = len(tagger.labels)
+    config.id2label = dict(enumerate(tagger.labels))
+    config.label2id = {label: i for i, label in enumerate(tagger.labels)}
+    model = AutoModelForTokenClassification.from_config(config)
+    getattr(model, model.base_model_prefix).load_state_dict(tagger.encoder.state_dict())
+    plain = (
+        type(tagger.head) is LinearHead
+        and not tagger.head.crf
+        and isinstance(tagger.combiner, LastLayer)
+        and tagger.pooling.mode == "first"
+    )
+    if plain:
+        model.classifier.load_state_dict(tagger.head.classifier.state_dict())
+    model.save_pretrained(directory)
+    tagger.tokenizer.save_pretrained(directory)
+    return plain
+
+
+def head_checksum(tagger) -> float:
+    """A fingerprint of the head's weights (parent and child must build the same tagger)."""
+    return float(sum(p.detach().double().sum() for p in tagger.head.parameters()))
+
+
+def child(side: str, texts: list[str], args) -> dict:
+    """Time one side on `texts` after a warm-up; report its sentences/s and peak RSS."""
+    if side.startswith("ours"):
+        tagger = build_tagger(args.encoder, args.ckpt, args.seed)
+        checksum = head_checksum(tagger)
+        bf16 = "bf16" in side
+
+        def run(batch: list[str]) -> list:
+            return tagger.predict(batch, bf16=bf16)
+
+    else:
+        from transformers import AutoModelForTokenClassification, AutoTokenizer, pipeline
+
+        checksum = None
+        pipe = pipeline(
+            "token-classification",
+            model=AutoModelForTokenClassification.from_pretrained(args.hf_dir),
+            tokenizer=AutoTokenizer.from_pretrained(args.hf_dir),
+            aggregation_strategy="first",
+            batch_size=32,
+            device="cpu",
+        )
+
+        def run(batch: list[str]) -> list:
+            return pipe(batch)
+
+    if "bf16" in side and args.bf16_limit:
+        texts = texts[: args.bf16_limit]
+    run(texts[:WARMUP_TEXTS])
+    loaded = rss_mib(peak=False)
+    start = time.perf_counter()
+    out = run(texts)
+    seconds = time.perf_counter() - start
+    return {
+        "side": side,
+        "seconds": seconds,
+        "sentences": len(out),
+        "entities": sum(len(x) for x in out),
+        "loaded_rss_mib": loaded,
+        "peak_rss_mib": rss_mib(peak=True),
+        "checksum": checksum,
+    }
+
+
+def spawn(sides: list[str], args, texts_file: Path, hf_dir: Path) -> list[dict]:
+    """Run `sides` in one fresh interpreter; its last line per side is `RESULT <json>`."""
+    cmd = [sys.executable, "-m", "benchmarks.predict", "--texts", str(texts_file)]
+    cmd += ["--hf-dir", str(hf_dir), "--seed", str(args.seed), "--encoder", args.encoder]
+    cmd += ["--ckpt", args.ckpt] if args.ckpt else []
+    cmd += ["--bf16-limit", str(args.bf16_limit)] if args.bf16_limit else []
+    for side in sides:
+        cmd += ["--child", side]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    lines = proc.stdout.splitlines()
+    return [json.loads(ln.removeprefix("RESULT ")) for ln in lines if ln.startswith("RESULT ")]
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--ckpt", help="a trained checkpoint (default: an untrained tagger)")
+    p.add_argument("--limit", type=int, help="only the first N eng.testb sentences")
+    p.add_argument(
+        "--bf16-limit", type=int, help="sentences for the bf16 side (default: all; 300 on a CPU"
+        " without native bf16, where it is far slower than fp32)"
+    )  # fmt: skip
+    p.add_argument("--child", action="append", choices=SIDES, help=argparse_hidden())
+    p.add_argument("--texts", help=argparse_hidden())
+    p.add_argument("--hf-dir", help=argparse_hidden())
+    args = parse(p, argv)
+    if args.child:
+        texts = json.loads(Path(args.texts).read_text(encoding="utf-8"))
+        for side in args.child:
+            print("RESULT " + json.dumps(child(side, texts, args)), flush=True)
+        return
+    limit = 8 if args.smoke else args.limit
+    if args.bf16_limit is None and not native_bf16():
+        args.bf16_limit = 300
+    texts = [" ".join(words) for words, _ in load_sentences("testb", limit)]
+    with tempfile.TemporaryDirectory() as tmp:
+        texts_file = Path(tmp) / "texts.json"
+        texts_file.write_text(json.dumps(texts), encoding="utf-8")
+        tagger = build_tagger(args.encoder, args.ckpt, args.seed)
+        copied = export_hf(tagger, Path(tmp) / "hf")
+        checksum = head_checksum(tagger)
+        del tagger
+        # smoke: one interpreter for all sides (its RSS figures mix; it checks the code path)
+        groups = [list(SIDES)] if args.smoke else [[s] for s in SIDES]
+        results = [r for group in groups for r in spawn(group, args, texts_file, Path(tmp) / "hf")]
+    for r in results:
+        if r["checksum"] is not None and abs(r["checksum"] - checksum) > 1e-6:
+            raise RuntimeError(f"{r['side']}: the subprocess built a different tagger")
+    hf = results[-1]
+    hf_rate = hf["sentences"] / hf["seconds"]
+    headers = ["side", "sentences", "seconds", "sentences/s", "vs HF", "peak RSS MiB", "vs HF RSS"]
+    rows = [
+        [
+            r["side"],
+            r["sentences"],
+            r["seconds"],
+            r["sentences"] / r["seconds"],
+            r["sentences"] / r["seconds"] / hf_rate,
+            r["peak_rss_mib"],
+            r["peak_rss_mib"] / hf["peak_rss_mib"],
+        ]
+        for r in results
+    ]
+    weights = "the tagger's head" if copied else "a fresh classifier (the head is not plain linear)"
+    notes = [
+        f"{len(texts)} eng.testb sentences as raw text (words joined by spaces),"
+        f" after a warm-up on the first {WARMUP_TEXTS}"
+        + (f"; bf16: the first {args.bf16_limit} only" if args.bf16_limit else ""),
+        f"model: {args.ckpt or f'untrained tagger on {describe(args.encoder)} (seeded)'}; the HF"
+        f" model has the same encoder weights and {weights}",
+        "ours: tagger.predict defaults (length-bucketed batches, constrained Viterbi);"
+        " bf16 via `NERTagger.predict(texts, bf16=True)` (ner.precision.autocast)",
+        "HF: pipeline('token-classification', aggregation_strategy='first', batch_size=32),"
+        " input order, argmax",
+        "peak RSS: VmHWM of each side's own process (imports + model + tagging);"
+        + (" smoke: one process for all sides, so it mixes" if args.smoke else ""),
+    ]
+    report("predict: tagging eng.testb", headers, rows, notes, args.json, {"raw": results})
+
+
+def argparse_hidden() -> str:
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+if __name__ == "__main__":
+    main()

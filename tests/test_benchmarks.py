@@ -1,0 +1,88 @@
+"""The benchmarks in smoke mode: each prints its table with the expected rows and positive figures.
+
+No timing threshold: figures on a shared 2-core machine say nothing about correctness. A tiny
+random BERT stands in for MiniLM so each run takes seconds; the code path is the same.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import write_tiny_vocab
+
+from benchmarks import encoder, predict, train
+from benchmarks.common import parse_table
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory) -> str:
+    """A tiny random BertModel with 512 positions (CoNLL words split into many tiny pieces)."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    directory = tmp_path_factory.mktemp("tiny-bert-512")
+    tokenizer = BertTokenizer(str(write_tiny_vocab(directory)), do_lower_case=True)
+    tokenizer.model_max_length = 512  # the HF recipe truncates to it
+    tokenizer.save_pretrained(directory)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=512,
+    )
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(directory)
+    return str(directory)
+
+
+def run_smoke(module, capsys, tmp_path, encoder, labels: list[str], headers: list[str]) -> dict:
+    """Run `module` with --smoke; check the table's first column and that numbers are > 0."""
+    out = tmp_path / "figures.json"
+    module.main(["--smoke", "--json", str(out), "--encoder", encoder])
+    table_headers, rows = parse_table(capsys.readouterr().out)
+    assert table_headers == headers
+    assert [row[0] for row in rows] == labels
+    for row in rows:
+        for cell in row[1:]:
+            if re.fullmatch(r"[\d,.]+(e[-+]?\d+)?", cell):
+                assert float(cell.replace(",", "")) > 0, row
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert len(data["rows"]) == len(rows)
+    return data
+
+
+def test_train_smoke(tiny_encoder, conll_dir, capsys, tmp_path):
+    headers = ["recipe", "steps", "real pieces", "real/padded", "seconds", "pieces/s", "vs HF"]
+    labels = ["ours, bf16 autocast", "ours, fp32", "HF Trainer, fp32"]
+    data = run_smoke(train, capsys, tmp_path, tiny_encoder, labels, headers)
+    assert data["rows"][-1]["vs HF"] == pytest.approx(1.0)
+    # both recipes train on the same sentences: ours' fp32 run sees every one of them
+    assert data["rows"][1]["steps"] == 1 and data["rows"][2]["steps"] == 2
+
+
+def test_predict_smoke(tiny_encoder, conll_dir, capsys, tmp_path):
+    headers = ["side", "sentences", "seconds", "sentences/s", "vs HF", "peak RSS MiB", "vs HF RSS"]
+    data = run_smoke(predict, capsys, tmp_path, tiny_encoder, list(predict.SIDES), headers)
+    assert [r["sentences"] for r in data["rows"]] == [8, 8, 8]
+
+
+def test_encoder_smoke(tiny_encoder, capsys, tmp_path):
+    headers = ["precision", "batch x pieces", "GFLOP", "ms", "achieved GFLOP/s",
+               "FFN matmul GFLOP/s", "peak GFLOP/s", "fraction of peak"]  # fmt: skip
+    data = run_smoke(encoder, capsys, tmp_path, tiny_encoder, ["bf16 autocast", "fp32"], headers)
+    # 4 x 16 pieces: 2 layers x (2 * 64 * (4 * 16^2 + 2 * 16 * 32) + 4 * 4 * 16^2 * 16)
+    assert data["rows"][0]["GFLOP"] == pytest.approx(2 * (2 * 64 * 2048 + 65536) / 1e9)
+
+
+def test_flop_count_matches_the_formula():
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(hidden_size=8, intermediate_size=16, num_hidden_layers=2)
+    per_layer = 2 * 6 * (4 * 64 + 2 * 8 * 16) + 4 * 2 * 3 * 3 * 8
+    assert encoder.encoder_flops(config, batch=2, seq=3) == 2 * per_layer
