@@ -81,6 +81,17 @@ def from_iob2(tags: Sequence[str], scheme: str) -> list[str]:
     return out
 
 
+def is_valid_iob2(tags: Sequence[str]) -> bool:
+    """True if no `I-X` opens an entity (at the start, after `O`, or after another type)."""
+    prev = "O"
+    for tag in tags:
+        prefix, kind = split_tag(tag)
+        if prefix == "I" and (prev == "O" or split_tag(prev)[1] != kind):
+            return False
+        prev = tag
+    return True
+
+
 def entity_types(tags: Iterable[str]) -> set[str]:
     """The entity types named by a collection of tags."""
     return {split_tag(t)[1] for t in tags if t != "O"}

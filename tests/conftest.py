@@ -32,29 +32,40 @@ def write_tiny_vocab(directory: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    """A directory with a tiny random BertModel (3 layers, hidden 16) and its tokenizer."""
+def build_tiny_bert(
+    directory: Path,
+    num_layers: int = 3,
+    max_positions: int = 64,
+    model_max_length: int | None = None,
+) -> Path:
+    """Save a tiny random BertModel (hidden 16) and its tokenizer into `directory`."""
     import torch
     from transformers import BertConfig, BertModel, BertTokenizer
 
-    directory = tmp_path_factory.mktemp("tiny-bert")
     vocab = write_tiny_vocab(directory)
     # The path goes positionally: transformers 5 was seen to ignore vocab_file= (PITFALLS.md).
     tokenizer = BertTokenizer(str(vocab), do_lower_case=True)
     assert len(tokenizer) == len(vocab.read_text(encoding="utf-8").split("\n")) - 1
+    if model_max_length is not None:
+        tokenizer.model_max_length = model_max_length
     tokenizer.save_pretrained(directory)
     config = BertConfig(
         vocab_size=len(tokenizer),
         hidden_size=16,
-        num_hidden_layers=3,
+        num_hidden_layers=num_layers,
         num_attention_heads=2,
         intermediate_size=32,
-        max_position_embeddings=64,
+        max_position_embeddings=max_positions,
     )
     torch.manual_seed(0)
     BertModel(config).save_pretrained(directory)
     return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A directory with a tiny random BertModel (3 layers, hidden 16) and its tokenizer."""
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
 
 
 @pytest.fixture(scope="session")

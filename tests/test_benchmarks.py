@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from conftest import write_tiny_vocab
+from conftest import build_tiny_bert
 
 from benchmarks import encoder, predict, train
 from benchmarks.common import parse_table
@@ -21,24 +21,9 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def tiny_encoder(tmp_path_factory) -> str:
     """A tiny random BertModel with 512 positions (CoNLL words split into many tiny pieces)."""
-    import torch
-    from transformers import BertConfig, BertModel, BertTokenizer
-
+    # model_max_length 512: the HF recipe truncates to it
     directory = tmp_path_factory.mktemp("tiny-bert-512")
-    tokenizer = BertTokenizer(str(write_tiny_vocab(directory)), do_lower_case=True)
-    tokenizer.model_max_length = 512  # the HF recipe truncates to it
-    tokenizer.save_pretrained(directory)
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=512,
-    )
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(directory)
-    return str(directory)
+    return str(build_tiny_bert(directory, 2, max_positions=512, model_max_length=512))
 
 
 def run_smoke(module, capsys, tmp_path, encoder, labels: list[str], headers: list[str]) -> dict:

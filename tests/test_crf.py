@@ -8,7 +8,7 @@ import math
 import torch
 
 from ner.crf import ConditionalRandomField, viterbi_decode
-from ner.schemes import allowed_transitions, split_tag
+from ner.schemes import allowed_transitions, is_valid_iob2
 
 LABELS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
 
@@ -100,16 +100,6 @@ def test_likelihood_is_differentiable_and_normalised():
     loss = -crf.log_likelihood(emissions, torch.zeros(2, 3, dtype=torch.long), mask).sum()
     loss.backward()
     assert crf.transitions.grad.abs().sum() > 0
-
-
-def is_valid_iob2(tags: list[str]) -> bool:
-    prev = "O"
-    for tag in tags:
-        prefix, kind = split_tag(tag)
-        if prefix == "I" and (prev == "O" or split_tag(prev)[1] != kind):
-            return False
-        prev = tag
-    return True
 
 
 def test_constrained_decoding_is_valid_and_equals_brute_force_over_valid_sequences():

@@ -7,7 +7,7 @@ import torch
 
 from ner.checkpoint import build_module, module_spec
 from ner.heads import BiLSTMHead, LinearHead
-from ner.schemes import split_tag
+from ner.schemes import is_valid_iob2
 
 LABELS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
 HEADS = [
@@ -26,16 +26,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def is_valid_iob2(tags: list[str]) -> bool:
-    prev = "O"
-    for tag in tags:
-        prefix, kind = split_tag(tag)
-        if prefix == "I" and (prev == "O" or split_tag(prev)[1] != kind):
-            return False
-        prev = tag
-    return True
 
 
 def random_labels(

@@ -166,3 +166,13 @@ def test_malformed_bioes_is_repaired_like_conlleval():
         "B-PER", "I-PER", "B-PER", "I-PER",
     ]  # fmt: skip
     assert to_iob2(["S-LOC", "I-LOC"], "BIOES") == ["B-LOC", "B-LOC"]
+
+
+def test_is_valid_iob2():
+    from ner.schemes import is_valid_iob2
+
+    assert is_valid_iob2(["B-PER", "I-PER", "O", "B-LOC"])
+    assert is_valid_iob2([])
+    assert not is_valid_iob2(["I-PER"])
+    assert not is_valid_iob2(["O", "I-PER"])
+    assert not is_valid_iob2(["B-LOC", "I-PER"])
