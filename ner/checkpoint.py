@@ -12,7 +12,6 @@ from __future__ import annotations
 import atexit
 import importlib
 import inspect
-import json
 import shutil
 import tempfile
 import zipfile
@@ -166,14 +165,3 @@ def load_tagger(
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:200] if text else type(exc).__name__
-
-
-def write_json_atomic(path: str | Path, payload: Any) -> None:
-    """Write JSON through a temporary file in the same directory, so no half-written file stays."""
-    path = Path(path)
-    with tempfile.NamedTemporaryFile(
-        "w", dir=path.parent, prefix=f".{path.name}.", delete=False, encoding="utf-8"
-    ) as handle:
-        json.dump(payload, handle, indent=2)
-        handle.write("\n")
-    Path(handle.name).replace(path)

@@ -103,18 +103,18 @@ def report_dir(output: str | None, ckpt_path: str | None, trainer) -> Path:
 
 def write_test_outputs(out_dir: Path, ckpt_path: str | None, report, model, datamodule) -> None:
     """The JSON report and a conlleval-compatible `word gold pred` file, written atomically."""
-    from ner.checkpoint import write_json_atomic
-    from ner.predict_io import open_output
+    import json
+
+    from ner.files import atomic_write
     from ner.schemes import from_iob2
 
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = Path(ckpt_path).stem if ckpt_path else "model"
     corpus = datamodule.corpora["test"]
-    write_json_atomic(
-        out_dir / f"{stem}.test-report.json",
-        {"checkpoint": ckpt_path, "test_file": corpus.path, "metrics": report},
-    )
-    with open_output(str(out_dir / f"{stem}.test-predictions.txt")) as out:
+    with atomic_write(out_dir / f"{stem}.test-report.json") as out:
+        payload = {"checkpoint": ckpt_path, "test_file": corpus.path, "metrics": report}
+        out.write(json.dumps(payload, indent=2) + "\n")
+    with atomic_write(out_dir / f"{stem}.test-predictions.txt") as out:
         for i, sentence in enumerate(corpus.sentences):
             pred = from_iob2(model.test_predictions[i], corpus.scheme)
             gold = from_iob2(sentence.tags, corpus.scheme)

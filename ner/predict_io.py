@@ -21,6 +21,7 @@ from typing import IO, Any
 from pytorch_lightning.callbacks import BasePredictionWriter
 
 from ner.errors import NERError
+from ner.files import atomic_write
 from ner.inference import entities_from_tags, split_words
 from ner.reader import Corpus, read_conll
 
@@ -109,19 +110,8 @@ def open_output(output: str | None) -> Iterator[IO[str]]:
     if output in (None, "-"):
         yield sys.stdout
         return
-    target = Path(output)
-    if not target.parent.exists():
-        raise NERError("output directory does not exist", path=str(target.parent))
-    handle = tempfile.NamedTemporaryFile(
-        "w", dir=target.parent, prefix=f".{target.name}.", delete=False, encoding="utf-8"
-    )
-    try:
-        with handle:
-            yield handle
-        Path(handle.name).replace(target)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
+    with atomic_write(output) as handle:
+        yield handle
 
 
 def write_predictions(

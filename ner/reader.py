@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import IO
 
 from ner import schemes
 from ner.errors import NERError
+from ner.files import atomic_write
 
 DOCSTART = "-DOCSTART-"
 
@@ -256,18 +256,5 @@ def write_conll(
     if hasattr(path_or_file, "write"):
         path_or_file.writelines(lines)
         return
-    target = Path(path_or_file)
-    if not target.parent.is_dir():
-        raise NERError("output directory does not exist", path=str(target.parent))
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
-            out.writelines(lines)
-        # mkstemp makes the file 0600; give it the mode a plain open() would
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path_or_file) as out:
+        out.writelines(lines)
