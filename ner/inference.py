@@ -23,7 +23,8 @@ def split_words(text: str) -> list[tuple[str, int, int]]:
     return [(m.group(), m.start(), m.end()) for m in _WORD.finditer(text)]
 
 
-def _words_and_offsets(item: str | Sequence[str]) -> tuple[list[str], list[tuple[int, int]], str]:
+def words_and_offsets(item: str | Sequence[str]) -> tuple[list[str], list[tuple[int, int]], str]:
+    """Words, their character offsets and the text they index: raw text is split CoNLL-style."""
     if isinstance(item, str):
         spans = split_words(item)
         return [w for w, _, _ in spans], [(s, e) for _, s, e in spans], item
@@ -100,7 +101,7 @@ def predict_entities(
     tagger: NERTagger, texts: Sequence[str | Sequence[str]], **kwargs: Any
 ) -> list[list[dict[str, Any]]]:
     """Entities per input: raw strings are split CoNLL-style; word lists are taken as given."""
-    prepared = [_words_and_offsets(t) for t in texts]
+    prepared = [words_and_offsets(t) for t in texts]
     tagged = iter_tags(tagger, (words for words, _, _ in prepared), **kwargs)
     return [
         entities_from_tags(tags, scores, offsets, text)

@@ -22,7 +22,7 @@ from pytorch_lightning.callbacks import BasePredictionWriter
 
 from ner.errors import NERError
 from ner.files import atomic_write
-from ner.inference import entities_from_tags, split_words
+from ner.inference import entities_from_tags, split_words, words_and_offsets
 from ner.reader import Corpus, read_conll
 
 FORMATS = ("jsonl", "conll")
@@ -97,10 +97,7 @@ def json_records(
         if inp.kind == "text":
             text, offsets = inp.texts[i], inp.offsets[i]
         else:
-            words = inp.sentences[i]
-            text = " ".join(words)
-            starts = [sum(len(w) + 1 for w in words[:k]) for k in range(len(words))]
-            offsets = [(s, s + len(w)) for s, w in zip(starts, words, strict=True)]
+            _, offsets, text = words_and_offsets(inp.sentences[i])
         yield {"text": text, "entities": entities_from_tags(tags, scores, offsets, text)}
 
 
