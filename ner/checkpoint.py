@@ -32,6 +32,7 @@ MODULE_ARGS = ("combiner", "pooling", "head")
 # Plain hyperparameters copied from the tagger; anything else in a checkpoint is ignored.
 SCALAR_ARGS = (
     "freeze_encoder",
+    "cache_features",
     "encoder_lr",
     "head_lr",
     "weight_decay",

@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader, Sampler
 
 from ner import dataset as ds
 from ner.errors import NERError
+from ner.feature_cache import WithFeatures
 from ner.schemes import entity_types, label_list
 
 # file names looked for in `data_dir`, per split (CoNLL-2003 names first)
@@ -31,7 +32,8 @@ STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",)
 
 def collate(rows: list[dict[str, Any]], pad_id: int = 0) -> dict[str, Tensor]:
     """One batch (docs/design.md) from tokenized rows (`input_ids`, `piece_word`, `ner_tags`,
-    optional `sent_id`), padded to this batch's longest window and sentence only."""
+    optional `sent_id`, optional stored `features`), padded to this batch's longest window and
+    sentence only."""
     num_words = max(len(r["ner_tags"]) for r in rows)  # W
     windows = [
         (b, ids, pw)
@@ -49,7 +51,7 @@ def collate(rows: list[dict[str, Any]], pad_id: int = 0) -> dict[str, Tensor]:
     word_mask = [
         [True] * len(r["ner_tags"]) + [False] * (num_words - len(r["ner_tags"])) for r in rows
     ]
-    return {
+    batch = {
         "input_ids": torch.tensor(input_ids, dtype=torch.long),  # [R, P]
         "attention_mask": torch.tensor(mask, dtype=torch.long),  # [R, P]
         "piece_word": torch.tensor(piece_word, dtype=torch.long),  # [R, P] flat b * W + w
@@ -57,6 +59,16 @@ def collate(rows: list[dict[str, Any]], pad_id: int = 0) -> dict[str, Tensor]:
         "word_mask": torch.tensor(word_mask, dtype=torch.bool).view(len(rows), num_words),
         "sent_id": torch.tensor([r.get("sent_id", b) for b, r in enumerate(rows)]),  # [B]
     }
+    if "features" in rows[0]:  # stored hidden states (ner.feature_cache): window -> layer -> [p, H]
+        per_window = [f for r in rows for f in r["features"]]
+        layers, hidden = len(per_window[0]), per_window[0][0].shape[1]
+        features = np.zeros((layers, len(per_window), pieces, hidden), dtype=np.float16)
+        for j, window in enumerate(per_window):
+            for k, states in enumerate(window):
+                features[k, j, : len(states)] = states
+        batch["features"] = torch.from_numpy(features)  # [K, R, P, H] float16
+        batch["feature_layers"] = torch.tensor(rows[0]["feature_layers"])  # [K]
+    return batch
 
 
 def batches_by_length(
@@ -224,6 +236,8 @@ class NERDataModule(pl.LightningDataModule):
         self.datasets: dict[str, Any] = {}  # split -> tokenized datasets.Dataset
         self.zero_piece_words: dict[str, int] = {}
         self.predict_input = None  # predict_io.PredictInput once the predict split is set up
+        self.feature_cache = None  # ner.feature_cache.FeatureCache, set by a frozen-encoder tagger
+        self._feature_stores: dict[str, Any] = {}
         self._labels: list[str] | None = list(labels) if labels else None
         self._tokenizer = None
         self._max_positions: int | None = None
@@ -261,6 +275,7 @@ class NERDataModule(pl.LightningDataModule):
         """Use `labels` (from a checkpoint) instead of the training data's."""
         self._labels = list(labels)
         self.datasets.clear()
+        self._feature_stores.clear()
 
     @property
     def tokenizer(self):
@@ -297,6 +312,7 @@ class NERDataModule(pl.LightningDataModule):
         else:
             self._tokenizer = tokenizer
         self.datasets.clear()
+        self._feature_stores.clear()
 
     @property
     def num_zero_piece_words(self) -> int:
@@ -355,12 +371,27 @@ class NERDataModule(pl.LightningDataModule):
             data = ds.rows_to_dataset(inp.sentences, None, list(range(n)), None, inp.path)
         self._tokenize("predict", data)
 
-    def _tokenize(self, split: str, data) -> None:
+    @property
+    def cache_root(self) -> Path:
+        """Where tokenized datasets (and under `features/`, frozen-encoder features) are cached."""
         import datasets
 
-        cache_dir = self.cache_dir or str(Path(datasets.config.HF_DATASETS_CACHE) / "ner")
+        return Path(self.cache_dir or Path(datasets.config.HF_DATASETS_CACHE) / "ner")
+
+    def use_feature_cache(self, cache) -> None:
+        """Serve train/val/test batches with stored hidden states from `cache` (a
+        `ner.feature_cache.FeatureCache`), encoding each split once when its loader is built."""
+        self.feature_cache = cache
+        self._feature_stores.clear()
+
+    def _tokenize(self, split: str, data) -> None:
         data = ds.tokenize_dataset(
-            data, self.tokenizer, self.window, self.stride, self.context_pieces, cache_dir
+            data,
+            self.tokenizer,
+            self.window,
+            self.stride,
+            self.context_pieces,
+            str(self.cache_root),
         )
         self.datasets[split] = data
         zero = pc.sum(data.with_format("arrow")["zero_piece_words"]).as_py() or 0
@@ -386,10 +417,19 @@ class NERDataModule(pl.LightningDataModule):
         if split not in self.datasets:
             return []  # type: ignore[return-value]  # Lightning skips a loop with no loader
         columns = ["input_ids", "piece_word", "ner_tags", "sent_id"]
+        data = self.datasets[split].select_columns(columns)
+        pad_id = self.tokenizer.pad_token_id or 0
+        if self.feature_cache is not None and split != "predict":
+            # built here, not in setup: the model is on its device by the time loaders are made
+            if split not in self._feature_stores:
+                root = self.cache_root / "features"
+                store = self.feature_cache.store(self.datasets[split], root, pad_id, split)
+                self._feature_stores[split] = store
+            data = WithFeatures(data, self._feature_stores[split])
         return DataLoader(
-            self.datasets[split].select_columns(columns),
+            data,
             batch_sampler=self.sampler(split),
-            collate_fn=partial(collate, pad_id=self.tokenizer.pad_token_id or 0),
+            collate_fn=partial(collate, pad_id=pad_id),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )

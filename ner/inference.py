@@ -40,19 +40,24 @@ def iter_tags(
     tagger: NERTagger,
     sentences: Iterable[Sequence[str]],
     batch_size: int = 64,
-    max_pieces: int = 8192,
+    max_pieces: int | None = None,
     chunk_size: int = 4096,
     bf16: bool | None = None,
 ) -> Iterator[tuple[list[str], list[float]]]:
     """Yield (IOB2 tags, per-word scores) for each sentence, in input order, in bounded memory.
 
-    `bf16`: autocast in bf16 (None: where the device runs it fast, see `ner.precision`)."""
+    `max_pieces`: padded pieces a batch (None: 1,024 on CPU, 8,192 on GPU). `bf16`: autocast in
+    bf16 (None: where the device runs it fast, see `ner.precision`)."""
     from ner.alignment import align_sentences
     from ner.datamodule import batches_by_length, collate
     from ner.precision import autocast
 
     it = iter(sentences)
     device = next(tagger.parameters()).device
+    if max_pieces is None:
+        # CPU: small batches stay in cache; MiniLM on eng.testb ran 170 sentences/s at 1,024
+        # pieces vs 147 at 8,192, with 760 vs 980 MiB peak RSS (NOTES.md)
+        max_pieces = 1024 if device.type == "cpu" else 8192
     tagger.eval()
     while chunk := [list(s) for s in itertools.islice(it, chunk_size)]:
         aligned, _ = align_sentences(tagger.tokenizer, [[s] for s in chunk])

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.utilities import rank_zero_info
 from torch import Tensor, nn
 
 from ner.alignment import load_tokenizer
@@ -39,6 +40,7 @@ class NERTagger(pl.LightningModule):
         pooling: WordPooling | None = None,
         head: TaggingHead | None = None,
         freeze_encoder: bool = False,
+        cache_features: bool = True,
         encoder_lr: float = 5e-5,
         head_lr: float = 1e-3,
         weight_decay: float = 0.01,
@@ -48,6 +50,8 @@ class NERTagger(pl.LightningModule):
         pretrained: bool = True,
     ):
         """`encoder`: hub name or local path; `labels`: IOB2 label set (linked from the data);
+        `freeze_encoder`: feature-based training; with `cache_features` each corpus is encoded
+        once and its hidden states read back from disk (`ner.feature_cache`);
         `scheme`: the training data's scheme, used to write predictions back;
         `pretrained=False` builds the encoder from its config only (checkpoint loading)."""
         super().__init__()
@@ -58,7 +62,7 @@ class NERTagger(pl.LightningModule):
         self.save_hyperparameters(ignore=["combiner", "pooling", "head"])
         self.labels = list(labels)
         self.scheme, self.metric_mode = scheme, metric_mode
-        self.freeze_encoder = freeze_encoder
+        self.freeze_encoder, self.cache_features = freeze_encoder, cache_features
         self.encoder_lr, self.head_lr = encoder_lr, head_lr
         self.weight_decay, self.warmup_ratio = weight_decay, warmup_ratio
 
@@ -105,14 +109,43 @@ class NERTagger(pl.LightningModule):
             )
         return tuple(out.hidden_states) if all_states else (out.last_hidden_state,)
 
+    def hidden_states(self, batch: dict[str, Tensor]) -> Sequence[Tensor | None]:
+        """The hidden-state tuple of a batch: computed, or the stored `features` (the layers the
+        combiner reads, the others None) when a frozen encoder's feature cache serves the batch."""
+        if "features" not in batch:
+            return self.encode(batch["input_ids"], batch["attention_mask"])
+        hidden: list[Tensor | None] = [None] * (self.encoder.config.num_hidden_layers + 1)
+        features = batch["features"].float()  # [K, rows, pieces, hidden], one conversion
+        for layer, states in zip(batch["feature_layers"].tolist(), features, strict=True):
+            hidden[layer] = states
+        return hidden
+
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
         """Emissions `[batch, words, labels]` for a batch made by `ner.datamodule.collate`."""
-        hidden = self.encode(batch["input_ids"], batch["attention_mask"])
+        hidden = self.hidden_states(batch)
         pieces = self.combiner(hidden, batch["attention_mask"])  # [rows, pieces, dim]
         sentences, words = batch["word_mask"].shape
         word_vectors = self.pooling(pieces, batch["piece_word"], sentences * words)
         word_vectors = word_vectors.view(sentences, words, -1)  # [batch, words, dim']
         return self.head(word_vectors, batch["word_mask"])
+
+    def setup(self, stage: str) -> None:
+        # A frozen encoder is a fixed function of the windows: have the data module encode each
+        # corpus once and serve stored hidden states (predict batches are always computed).
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
+        if self.freeze_encoder and self.cache_features and hasattr(datamodule, "use_feature_cache"):
+            from ner.feature_cache import FeatureCache
+
+            layers = self.combiner.layer_indices(self.encoder.config.num_hidden_layers)
+            plugin = self.trainer.precision_plugin
+            cache = FeatureCache(
+                self.encoder,
+                layers,
+                plugin.forward_context,
+                str(self.trainer.precision),
+                log=rank_zero_info,
+            )
+            datamodule.use_feature_cache(cache)
 
     # ---- steps -------------------------------------------------------------------------------
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:

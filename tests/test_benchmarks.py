@@ -12,7 +12,7 @@ import re
 import pytest
 from conftest import build_tiny_bert
 
-from benchmarks import encoder, predict, train
+from benchmarks import encoder, frozen, predict, stream, train
 from benchmarks.common import parse_table
 
 pytestmark = pytest.mark.integration
@@ -65,9 +65,31 @@ def test_encoder_smoke(tiny_encoder, capsys, tmp_path):
     assert data["rows"][0]["GFLOP"] == pytest.approx(2 * (2 * 64 * 2048 + 65536) / 1e9)
 
 
+def test_stream_smoke(tiny_encoder, conll_dir, capsys, tmp_path):
+    headers = ["input", "sentences", "seconds", "sentences/s", "peak RSS MiB", "vs small RSS"]
+    data = run_smoke(stream, capsys, tmp_path, tiny_encoder, list(stream.SIZES), headers)
+    assert [r["sentences"] for r in data["rows"]] == [50, 200, 500]
+    # every sentence came back as a record, from its own `ner tag` process
+    assert [r["records"] for r in data["raw"].values()] == [50, 200, 500]
+    assert data["rows"][0]["vs small RSS"] == pytest.approx(1.0)
+
+
 def test_flop_count_matches_the_formula():
     from types import SimpleNamespace
 
     config = SimpleNamespace(hidden_size=8, intermediate_size=16, num_hidden_layers=2)
     per_layer = 2 * 6 * (4 * 64 + 2 * 8 * 16) + 4 * 2 * 3 * 3 * 8
     assert encoder.encoder_flops(config, batch=2, seq=3) == 2 * per_layer
+
+
+def test_frozen_smoke(tiny_encoder, conll_dir, capsys, tmp_path):
+    labels = [
+        "re-encoding every epoch",
+        "filling the cache (once)",
+        "epoch from the cache (best of 2)",
+    ]
+    data = run_smoke(frozen, capsys, tmp_path, tiny_encoder, labels, frozen.HEADERS)
+    rows = data["rows"]
+    assert rows[0]["vs re-encoding"] == pytest.approx(1.0)
+    # the same first step on both sides, up to the float16 rounding of the features
+    assert rows[2]["first loss"] == pytest.approx(rows[0]["first loss"], rel=1e-3)

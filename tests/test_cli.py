@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -174,6 +175,135 @@ def one_line_error(code: int, err: str) -> str:
     lines = [ln for ln in err.strip().splitlines() if ln.startswith("error:")]
     assert len(lines) == 1, err
     return lines[0]
+
+
+TAG_LINES = [
+    "John Smith visited Paris today .",
+    "the bank said Mary met Reuters",
+    "Acme Corp works in Berlin",
+    "",
+    "she met John in London yesterday",
+    "   ",
+    "Reuters said the UN is in New York",
+    "Mary Smith visited Germany",
+    "he works for the bank",
+]
+
+
+@pytest.fixture
+def tag_events(monkeypatch):
+    """`ner tag` peeks 2 lines and tags 2 sentences a chunk; yields are logged as "tag"."""
+    import ner.inference
+    from ner import predict_io
+
+    events: list[str] = []
+    real = ner.inference.iter_tags
+
+    def iter_tags(tagger, sentences, **kwargs):
+        for item in real(tagger, sentences, **kwargs, chunk_size=2):
+            events.append("tag")
+            yield item
+
+    monkeypatch.setattr(ner.inference, "iter_tags", iter_tags)
+    monkeypatch.setattr(predict_io, "HEAD_LINES", 2)
+    return events
+
+
+def whole_file_output(ckpt: Path, path: Path, fmt: str, out: Path) -> str:
+    """What `ner tag` wrote before it streamed: the input read whole, then tagged and written."""
+    from ner.inference import iter_tags
+    from ner.predict_io import read_inputs, write_predictions
+
+    inp = read_inputs(str(path))
+    write_predictions(inp, iter_tags(load_tagger(ckpt), inp.sentences), fmt, str(out))
+    return out.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "conll"])
+def test_tag_streams_a_text_file_to_the_whole_file_output(
+    trained, tmp_path, capsys, monkeypatch, fmt
+):
+    from ner import predict_io
+
+    ckpt = trained["ckpt"] / "best.ckpt"
+    text = tmp_path / "in.txt"
+    # a BOM and CRLF line ends, as a Windows editor saves it
+    text.write_bytes("\r\n".join(TAG_LINES).encode("utf-8-sig"))
+    expected = whole_file_output(ckpt, text, fmt, tmp_path / "whole.out")
+    assert len(expected.strip("\n").split("\n\n" if fmt == "conll" else "\n")) == 7
+
+    def whole(*args, **kwargs):
+        raise AssertionError("ner tag read a text input whole")
+
+    monkeypatch.setattr(predict_io, "read_inputs", whole)
+    out = tmp_path / "tag.out"
+    code, _, err = run_ner(
+        ["tag", str(ckpt), str(text), "--format", fmt, "--output", str(out)], capsys
+    )
+    assert code == 0, err
+    assert out.read_text(encoding="utf-8") == expected
+
+
+def test_tag_streams_stdin_lazily(trained, tmp_path, capsys, monkeypatch, tag_events):
+    ckpt = trained["ckpt"] / "best.ckpt"
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(TAG_LINES) + "\n", encoding="utf-8")
+    expected = whole_file_output(ckpt, text, "jsonl", tmp_path / "whole.jsonl")
+    tag_events.clear()
+
+    def stdin_lines():
+        for line in text.read_bytes().splitlines(keepends=True):
+            tag_events.append("read")
+            yield line
+
+    monkeypatch.setattr(sys, "stdin", SimpleNamespace(buffer=stdin_lines()))
+    code, out, err = run_ner(["tag", str(ckpt)], capsys)
+    assert code == 0, err
+    assert out == expected
+    # the first chunk (the 2 peeked lines) was tagged before a third line was read
+    assert tag_events.index("tag") == 2
+    assert tag_events.count("read") == 9 and tag_events.count("tag") == 7
+
+
+def test_tag_non_utf8_line_is_a_one_line_error_and_no_output(trained, tmp_path, capsys, tag_events):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes("\n".join(TAG_LINES[:7]).encode() + b"\nMary in Par\xe9s\nthe end\n")
+    out = tmp_path / "out.jsonl"
+    code, _, err = run_ner(["tag", str(trained["ckpt"] / "best.ckpt"), str(bad), "--output",
+                            str(out)], capsys)  # fmt: skip
+    assert one_line_error(code, err) == f"error: {bad}:8: not UTF-8 text (byte 0xe9)"
+    assert "tag" in tag_events  # records were written before the bad line was read...
+    assert list(tmp_path.iterdir()) == [bad]  # ...yet no output file, not even a temporary one
+
+
+def test_tag_detects_conll_on_stdin(trained, tmp_path, capsys, monkeypatch):
+    ckpt = str(trained["ckpt"] / "best.ckpt")
+    conll = tmp_path / "in.conll"
+    conll.write_text("-DOCSTART- -X- O\n\nJohn NNP I-PER\nvisited VB O\n\nParis NNP I-LOC\n")
+    code, expected, err = run_ner(["tag", ckpt, str(conll), "--format", "conll"], capsys)
+    assert code == 0, err
+    monkeypatch.setattr(
+        sys, "stdin", SimpleNamespace(buffer=iter(conll.read_bytes().splitlines(True)))
+    )
+    code, out, err = run_ner(["tag", ckpt, "-", "--format", "conll"], capsys)
+    assert code == 0, err
+    assert out == expected and out.splitlines()[2].startswith("John NNP I-PER ")
+
+
+@pytest.mark.parametrize("content", [b"", b"\n \n\t\n"])
+def test_tag_empty_text_is_a_one_line_error_and_no_output(
+    trained, tmp_path, capsys, monkeypatch, content
+):
+    ckpt = str(trained["ckpt"] / "best.ckpt")
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(content)
+    out = tmp_path / "out.jsonl"
+    code, _, err = run_ner(["tag", ckpt, str(empty), "--output", str(out)], capsys)
+    assert one_line_error(code, err) == f"error: {empty}: no text to tag"
+    assert list(tmp_path.iterdir()) == [empty]
+    monkeypatch.setattr(sys, "stdin", SimpleNamespace(buffer=iter(content.splitlines(True))))
+    code, stdout, err = run_ner(["tag", ckpt, "-"], capsys)
+    assert one_line_error(code, err) == "error: <stdin>: no text to tag" and stdout == ""
 
 
 def test_missing_data_file_is_a_one_line_error(trained, tmp_path, capsys):

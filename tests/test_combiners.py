@@ -215,3 +215,23 @@ def test_forward_before_bind_is_a_clear_bug(tiny):
     states, mask, _ = tiny
     with pytest.raises(RuntimeError, match="bind"):
         SumLayers()(states, mask)
+
+
+def test_scalar_mix_gradients_match_the_weighted_sum_and_stay_fp32_under_autocast(deep):
+    states, mask, config = deep
+    states = [h.clone().requires_grad_(True) for h in states]
+    mix = ScalarMix()
+    mix.bind(config.num_hidden_layers, config.hidden_size)
+    with torch.no_grad():
+        mix.scalar_parameters.copy_(torch.linspace(-1.0, 1.0, len(states)))
+    target = torch.randn_like(states[0])
+    (mix(states, mask) * target).sum().backward()
+    logits = mix.scalar_parameters.detach().clone().requires_grad_(True)
+    reference = [h.detach().clone().requires_grad_(True) for h in states]
+    weights = torch.softmax(logits, 0)
+    (sum(w * h for w, h in zip(weights, reference, strict=True)) * target).sum().backward()
+    torch.testing.assert_close(mix.scalar_parameters.grad, logits.grad)
+    for h, ref in zip(states, reference, strict=True):
+        torch.testing.assert_close(h.grad, ref.grad)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert mix(states, mask).dtype == torch.float32

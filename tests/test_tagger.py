@@ -94,3 +94,16 @@ def test_forward_shapes(tiny_model_dir, tiny_corpus_dir):
     emissions = tagger(batch)
     assert emissions.shape == (*batch["word_mask"].shape, len(data.labels))
     assert torch.isfinite(emissions).all()
+
+
+def test_predictions_do_not_depend_on_batching(tiny_model_dir):
+    from ner.inference import iter_tags
+
+    tagger = make_tagger(tiny_model_dir, ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"])
+    sentences = [["john"] * n + ["visited", "paris"] for n in (5, 1, 9, 3, 1, 7, 2)]
+    default = list(iter_tags(tagger, sentences))
+    small = list(iter_tags(tagger, iter(sentences), batch_size=2, max_pieces=24, chunk_size=3))
+    assert [tags for tags, _ in small] == [tags for tags, _ in default]
+    assert [len(tags) for tags, _ in default] == [len(s) for s in sentences]  # input order
+    for (_, a), (_, b) in zip(small, default, strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
