@@ -215,10 +215,14 @@ class NERTagger(pl.LightningModule):
         return [{"params": p, "lr": lr, "weight_decay": wd} for (lr, wd), p in groups.items()]
 
     def optimizer(self) -> torch.optim.AdamW:
-        """AdamW over `parameter_groups`."""
+        """AdamW over `parameter_groups`: fused, or multi-tensor under mixed precision."""
         # The fused kernel (CPU and CUDA) instead of the default per-tensor Python loop, which
-        # took a quarter of each MiniLM step on CPU.
-        return torch.optim.AdamW(self.parameter_groups(), fused=True)
+        # took a quarter of each MiniLM step on CPU. Lightning's mixed-precision plugin refuses
+        # gradient clipping with a fused optimizer (it assumes one that unscales a GradScaler's
+        # gradients itself), bf16 included: there the multi-tensor (foreach) kernels instead.
+        mixed = self._trainer is not None and "mixed" in str(self.trainer.precision)
+        kernel = {"foreach": True} if mixed else {"fused": True}
+        return torch.optim.AdamW(self.parameter_groups(), **kernel)
 
     def configure_optimizers(self):
         from transformers import get_linear_schedule_with_warmup

@@ -107,3 +107,27 @@ def test_predictions_do_not_depend_on_batching(tiny_model_dir):
     assert [len(tags) for tags, _ in default] == [len(s) for s in sentences]  # input order
     for (_, a), (_, b) in zip(small, default, strict=True):
         assert a == pytest.approx(b, abs=1e-5)
+
+
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
+def test_fit_clips_gradients_in_every_precision(tiny_model_dir, tiny_corpus_dir, precision):
+    # regression: under bf16-mixed Lightning refused gradient clipping with the fused AdamW
+    # ("does not allow for gradient clipping"), so the automatic precision broke `ner fit`
+    data = make_data(tiny_model_dir, tiny_corpus_dir, batch_size=10)
+    tagger = make_tagger(tiny_model_dir, data.labels)
+    trainer = pl.Trainer(
+        max_steps=2,
+        precision=precision,
+        gradient_clip_val=1.0,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    start = tagger.head.classifier.weight.detach().clone()
+    trainer.fit(tagger, datamodule=data)
+    assert trainer.global_step == 2
+    assert not torch.equal(tagger.head.classifier.weight, start)
+    [optimizer] = trainer.optimizers
+    assert bool(optimizer.defaults["fused"]) is (precision == "32-true")
