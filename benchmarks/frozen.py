@@ -51,12 +51,11 @@ def combiner(name: str):
     return {"scalar_mix": ScalarMix, "last": LastLayer}[name]()
 
 
-def fit(args, train_file: Path, cache_dir: Path, cache_features: bool, epochs: int):
-    """Train a frozen-encoder tagger for `epochs`; (timer, data module, tagger)."""
+def frozen_run(args, train_file: Path, cache_dir: Path, cache_features: bool = True):
+    """The data module and frozen-encoder tagger both sides use (one recipe)."""
     from ner.datamodule import NERDataModule
     from ner.tagger import NERTagger
 
-    pl.seed_everything(args.seed, verbose=False)
     data = NERDataModule(
         train_file=str(train_file),
         tokenizer=args.encoder,
@@ -73,6 +72,13 @@ def fit(args, train_file: Path, cache_dir: Path, cache_features: bool, epochs: i
         freeze_encoder=True,
         cache_features=cache_features,
     )
+    return data, tagger
+
+
+def fit(args, train_file: Path, cache_dir: Path, cache_features: bool, epochs: int):
+    """Train a frozen-encoder tagger for `epochs`; (timer, data module)."""
+    pl.seed_everything(args.seed, verbose=False)
+    data, tagger = frozen_run(args, train_file, cache_dir, cache_features)
     timer = EpochTimer()
     trainer = pl.Trainer(
         max_epochs=epochs,
@@ -85,24 +91,15 @@ def fit(args, train_file: Path, cache_dir: Path, cache_features: bool, epochs: i
         precision="32-true",
     )
     trainer.fit(tagger, datamodule=data)
-    return timer, data, tagger
+    return timer, data
 
 
 def build_cache(args, train_file: Path, cache_dir: Path) -> tuple[float, int, list[int]]:
     """Time the one encoding pass that fills the cache; (seconds, bytes on disk, layers)."""
-    from ner.datamodule import NERDataModule
     from ner.feature_cache import FeatureCache
-    from ner.tagger import NERTagger
 
-    data = NERDataModule(
-        train_file=str(train_file), tokenizer=args.encoder, labels=conll_labels(), scheme="IOB2",
-        cache_dir=str(cache_dir),
-    )  # fmt: skip
+    data, tagger = frozen_run(args, train_file, cache_dir)
     data.setup("fit")
-    tagger = NERTagger(
-        encoder=args.encoder, labels=conll_labels(), combiner=combiner(args.combiner),
-        freeze_encoder=True,
-    )  # fmt: skip
     layers = tagger.combiner.layer_indices(tagger.encoder.config.num_hidden_layers)
     cache = FeatureCache(tagger.encoder, layers, precision="32-true", log=lambda _: None)
     start = time.perf_counter()
@@ -123,11 +120,11 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         train_file = write_conll(sentences, workdir / "train.txt")
-        recompute, data, _ = fit(args, train_file, workdir / "cache", False, 1)
+        recompute, data = fit(args, train_file, workdir / "cache", False, 1)
         windows = data.datasets["train"].with_format("arrow")["num_pieces"]
         pieces = int(sum(windows.to_pylist()))
         build_s, size, layers = build_cache(args, train_file, workdir / "cache")
-        cached, data, _ = fit(args, train_file, workdir / "cache", True, args.epochs)
+        cached, _ = fit(args, train_file, workdir / "cache", True, args.epochs)
     n = len(sentences)
     base = recompute.seconds[0]
     best = min(cached.seconds)
