@@ -8,9 +8,25 @@ inside a single word with more pieces than a window holds: it keeps its first `b
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
+from ner.encoders import window_length
 from ner.errors import NERError
+
+
+@dataclass(frozen=True)
+class WindowSettings:
+    """How sentences become encoder windows; recorded in a checkpoint, so that evaluation and
+    inference cut windows exactly as training did."""
+
+    max_length: int  # pieces a window holds, special tokens included
+    stride: int | None = None  # pieces between window starts of a long sentence (None: half)
+    context_pieces: int = 0  # pieces of the neighbouring sentences on each side (FLERT)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as plain values (for checkpoints and configs)."""
+        return asdict(self)
 
 
 @dataclass
@@ -20,20 +36,6 @@ class Aligned:
     input_ids: list[list[int]]  # each window with its special tokens
     piece_word: list[list[int]]  # word index in the sentence if this window owns it, else -1
     num_pieces: int  # real pieces of the sentence (after the per-word cut), for bucketing
-
-
-def load_tokenizer(name_or_path: str):
-    """A fast `AutoTokenizer`; byte-level BPE gets `add_prefix_space=True` at construction."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-    if not tokenizer.is_fast:
-        raise NERError("needs a fast (Rust) tokenizer for word alignment", path=str(name_or_path))
-    # Setting add_prefix_space after construction gives other ids (transformers #9607); the
-    # backend's pre-tokenizer is what counts (`tokenizer_object=` ignores the keyword).
-    if "ByteLevel(add_prefix_space=False" in repr(tokenizer.backend_tokenizer.pre_tokenizer):
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path, add_prefix_space=True)
-    return tokenizer
 
 
 def tokenize_words(tokenizer, sentences: list[list[str]]) -> tuple[list[list[list[int]]], int]:
@@ -87,6 +89,29 @@ def _context(flat: list[list[int]], s: int, n: int, left: bool) -> list[int]:
     return pieces[max(0, len(pieces) - n) :] if left else pieces[:n]
 
 
+def _spans(bounds: list[int], budget: int, stride: int) -> list[tuple[int, int]]:
+    """Windows as word spans `[a, b)` over a sentence whose words start at piece offsets
+    `bounds` (then its end): each as long as the budget allows, starts ~`stride` apart."""
+    spans, a, words = [], 0, len(bounds) - 1
+    while True:
+        b = bisect_right(bounds, bounds[a] + budget) - 1
+        spans.append((a, b))
+        if b == words:
+            return spans
+        a = min(b, max(a + 1, bisect_right(bounds, bounds[a] + stride) - 1))
+
+
+def _owners(bounds: list[int], spans: list[tuple[int, int]]) -> list[int]:
+    """Per word, the window where it has the most context on its poorer side."""
+    owner, best = [0] * (len(bounds) - 1), [-1] * (len(bounds) - 1)
+    for r, (a, b) in enumerate(spans):
+        for w in range(a, b):
+            room = min(bounds[w] - bounds[a], bounds[b] - bounds[w + 1])
+            if room > best[w]:
+                owner[w], best[w] = r, room
+    return owner
+
+
 def build_windows(
     doc_word_pieces: list[list[list[int]]],
     prefix: list[int],
@@ -116,21 +141,8 @@ def build_windows(
         bounds = [0]  # piece offset of each word start, then the end
         for word in sent:
             bounds.append(bounds[-1] + len(word))
-        # windows as word spans [a, b): each as long as the budget allows, starts ~stride apart
-        spans, a = [], 0
-        while True:
-            b = bisect_right(bounds, bounds[a] + budget) - 1
-            spans.append((a, b))
-            if b == len(sent):
-                break
-            a = min(b, max(a + 1, bisect_right(bounds, bounds[a] + stride) - 1))
-        # owner: the window where the word has the most context on its poorer side
-        owner, best = [0] * len(sent), [-1] * len(sent)
-        for r, (a, b) in enumerate(spans):
-            for w in range(a, b):
-                room = min(bounds[w] - bounds[a], bounds[b] - bounds[w + 1])
-                if room > best[w]:
-                    owner[w], best[w] = r, room
+        spans = _spans(bounds, budget, stride)
+        owner = _owners(bounds, spans)
         aligned = Aligned([], [], bounds[-1])
         for r, (a, b) in enumerate(spans):
             core = flat[s][bounds[a] : bounds[b]]
@@ -151,11 +163,6 @@ def build_windows(
     return out
 
 
-def default_max_length(tokenizer) -> int:
-    """The tokenizer's `model_max_length`, capped at 512 (some report 1e30)."""
-    return min(int(tokenizer.model_max_length), 512)
-
-
 def align_sentences(
     tokenizer,
     documents: list[list[list[str]]],
@@ -163,15 +170,46 @@ def align_sentences(
     stride: int | None = None,
     context_pieces: int = 0,
 ) -> tuple[list[list[Aligned]], int]:
-    """`tokenize_words` + `build_windows` for `[documents][sentences][words]`; also the count of
-    zero-piece words."""
-    max_length = default_max_length(tokenizer) if max_length is None else max_length
+    """`align_rows` for `[documents][sentences][words]`: `Aligned` per sentence, per document;
+    also the count of zero-piece words."""
+    settings = WindowSettings(window_length(tokenizer, None, max_length), stride, context_pieces)
+    tokens = [sent for doc in documents for sent in doc]
+    doc_ids = [d for d, doc in enumerate(documents) for _ in doc]
+    rows = align_rows(tokenizer, tokens, doc_ids, settings)
+    aligned = map(Aligned, rows["input_ids"], rows["piece_word"], rows["num_pieces"])
+    return [[next(aligned) for _ in doc] for doc in documents], sum(rows["zero_piece_words"])
+
+
+def align_rows(
+    tokenizer, tokens: list[list[str]], doc_ids: list[int], settings: WindowSettings
+) -> dict[str, list]:
+    """Windows for sentences in document order (`doc_ids`: consecutive equal ids form a document,
+    whose sentences are each other's context): per sentence `input_ids` and `piece_word`
+    (`[windows][pieces]`), `num_pieces` and `zero_piece_words`. The one routine that turns words
+    into encoder rows, for training, evaluation and inference alike."""
     prefix, suffix = special_tokens(tokenizer)
-    sentences = [sent for doc in documents for sent in doc]
-    pieces, zero = tokenize_words(tokenizer, sentences)
-    out, start = [], 0
-    for doc in documents:
-        doc_pieces = pieces[start : start + len(doc)]
-        start += len(doc)
-        out.append(build_windows(doc_pieces, prefix, suffix, max_length, stride, context_pieces))
-    return out, zero
+    pieces, zero = tokenize_words_counted(tokenizer, tokens)
+    out: dict[str, list] = {
+        "input_ids": [],
+        "piece_word": [],
+        "num_pieces": [],
+        "zero_piece_words": zero,
+    }
+    start = 0
+    while start < len(doc_ids):
+        end = start
+        while end < len(doc_ids) and doc_ids[end] == doc_ids[start]:
+            end += 1
+        for aligned in build_windows(
+            pieces[start:end],
+            prefix,
+            suffix,
+            settings.max_length,
+            settings.stride,
+            settings.context_pieces,
+        ):
+            out["input_ids"].append(aligned.input_ids)
+            out["piece_word"].append(aligned.piece_word)
+            out["num_pieces"].append(aligned.num_pieces)
+        start = end
+    return out

@@ -1,10 +1,11 @@
 """Self-contained, safe checkpoints.
 
 A checkpoint carries everything needed to rebuild the tagger without the network or the original
-model directory: the encoder config, the tokenizer files, the label set and scheme, and the
-`class_path`/`init_args` of the combiner, pooling and head. Loading never unpickles objects
-(`weights_only=True`) and never imports a class the checkpoint names unless it is part of `ner`
-or the caller passes it in `extra_classes`.
+model directory: the encoder config, the tokenizer files, the label set and scheme, the window
+settings the model was trained with, and the `class_path`/`init_args` of the combiner, pooling
+and head. Loading never unpickles objects (`weights_only=True`) and never imports a class the
+checkpoint names unless it is part of `ner` or the caller passes it in `extra_classes`.
+Format 1 (before window settings were recorded) still loads: its windows are the defaults.
 """
 
 from __future__ import annotations
@@ -17,17 +18,16 @@ import tempfile
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
+from ner.alignment import WindowSettings
 from ner.errors import NERError
 
-if TYPE_CHECKING:
-    from ner.tagger import NERTagger
-
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 MODULE_ARGS = ("combiner", "pooling", "head")
 # Plain hyperparameters copied from the tagger; anything else in a checkpoint is ignored.
 SCALAR_ARGS = (
@@ -81,7 +81,17 @@ def build_module(spec: dict[str, Any], field: str, extra_classes: Sequence[type]
     return cls(**init_args)
 
 
-def pack(tagger: NERTagger) -> dict[str, Any]:
+class Packable(Protocol):
+    """What `pack` reads from a tagger."""
+
+    hparams: Any
+    tokenizer: Any
+    encoder: nn.Module
+    labels: list[str]
+    window_settings: WindowSettings
+
+
+def pack(tagger: Packable) -> dict[str, Any]:
     """The `ner` section of a checkpoint: all that `load_tagger` needs besides the weights."""
     with tempfile.TemporaryDirectory() as tmp:
         tagger.tokenizer.save_pretrained(tmp)
@@ -92,6 +102,7 @@ def pack(tagger: NERTagger) -> dict[str, Any]:
         "encoder_config": tagger.encoder.config.to_json_string(),
         "tokenizer_files": tokenizer_files,
         "labels": list(tagger.labels),
+        "windows": tagger.window_settings.as_dict(),
         "modules": {name: module_spec(getattr(tagger, name)) for name in MODULE_ARGS},
         "hparams": {name: getattr(tagger, name) for name in SCALAR_ARGS},
     }
@@ -105,16 +116,16 @@ def read_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, An
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise NERError(f"not a readable checkpoint ({_first_line(exc)})", path=str(path)) from None
+        raise NERError(f"not a readable checkpoint ({first_line(exc)})", path=str(path)) from None
     except Exception as exc:  # noqa: BLE001  (UnpicklingError and its relatives: unsafe content)
         raise NERError(
-            f"refused to load: it holds objects other than weights ({_first_line(exc)})",
+            f"refused to load: it holds objects other than weights ({first_line(exc)})",
             path=str(path),
         ) from None
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise NERError("not a Lightning checkpoint (no state_dict)", path=str(path))
     section = checkpoint.get("ner")
-    if not isinstance(section, dict) or section.get("format_version") != FORMAT_VERSION:
+    if not isinstance(section, dict) or section.get("format_version") not in READABLE_VERSIONS:
         raise NERError("not an ner checkpoint (missing or unknown 'ner' section)", path=str(path))
     return checkpoint
 
@@ -146,23 +157,21 @@ def tagger_kwargs(section: dict[str, Any], extra_classes: Sequence[type] = ()) -
     return kwargs
 
 
-def load_tagger(
-    path: str | Path, map_location: Any = "cpu", extra_classes: Sequence[type] = ()
-) -> NERTagger:
-    """Rebuild a `NERTagger` from a checkpoint written by this package; weights loaded strictly."""
-    from ner.tagger import NERTagger
-
-    checkpoint = read_checkpoint(path, map_location)
-    tagger = NERTagger(**tagger_kwargs(checkpoint["ner"], extra_classes))
-    try:
-        tagger.load_state_dict(checkpoint["state_dict"], strict=True)
-    except RuntimeError as exc:
-        message = f"weights do not fit the stored model ({_first_line(exc)})"
-        raise NERError(message, path=str(path)) from None
-    tagger.eval()
-    return tagger
+def window_settings(section: dict[str, Any]) -> WindowSettings | None:
+    """The recorded window settings (None in a format-1 checkpoint: the defaults apply)."""
+    windows = section.get("windows")
+    if windows is None:
+        return None
+    if not isinstance(windows, dict) or set(windows) != {"max_length", "stride", "context_pieces"}:
+        raise NERError("checkpoint windows: not max_length, stride and context_pieces")
+    return WindowSettings(**windows)
 
 
-def _first_line(exc: BaseException) -> str:
+def weights_error(exc: RuntimeError, path: str | Path) -> NERError:
+    """`load_state_dict`'s complaint as a one-line error naming the checkpoint."""
+    return NERError(f"weights do not fit the stored model ({first_line(exc)})", path=str(path))
+
+
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:200] if text else type(exc).__name__

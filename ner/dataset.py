@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ner import alignment
+from ner.alignment import WindowSettings
 from ner.errors import NERError
+from ner.reader import DOCSTART
 from ner.schemes import detect_scheme, entity_types, label_list, to_iob2
-
-DOCSTART = "-DOCSTART-"
 
 
 def _features():
@@ -168,35 +168,12 @@ def tokenizer_fingerprint(tokenizer) -> str:
     return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
 
 
-def _align_batch(batch, tokenizer, max_length, stride, context_pieces):
+def _align_batch(batch, tokenizer, settings: WindowSettings):
     """Windows for a batch of rows in document order; context sees the documents in the batch."""
-    prefix, suffix = alignment.special_tokens(tokenizer)
-    pieces, zero = alignment.tokenize_words_counted(tokenizer, batch["tokens"])
-    out = {"input_ids": [], "piece_word": [], "num_pieces": [], "zero_piece_words": zero}
-    doc_ids, start = batch["doc_id"], 0
-    while start < len(doc_ids):
-        end = start
-        while end < len(doc_ids) and doc_ids[end] == doc_ids[start]:
-            end += 1
-        doc = pieces[start:end]
-        for aligned in alignment.build_windows(
-            doc, prefix, suffix, max_length, stride, context_pieces
-        ):
-            out["input_ids"].append(aligned.input_ids)
-            out["piece_word"].append(aligned.piece_word)
-            out["num_pieces"].append(aligned.num_pieces)
-        start = end
-    return out
+    return alignment.align_rows(tokenizer, batch["tokens"], batch["doc_id"], settings)
 
 
-def tokenize_dataset(
-    dataset,
-    tokenizer,
-    max_length: int | None = None,
-    stride: int | None = None,
-    context_pieces: int = 0,
-    cache_dir: str | None = None,
-):
+def tokenize_dataset(dataset, tokenizer, settings: WindowSettings, cache_dir: str | None = None):
     """Add `input_ids`, `piece_word` (`[windows][pieces]`), `num_pieces`, `zero_piece_words`.
 
     Cached: the fingerprint covers the rows, the tokenizer, the window settings and the alignment
@@ -206,15 +183,12 @@ def tokenize_dataset(
     from datasets import List, Value
     from datasets.fingerprint import Hasher
 
-    max_length = alignment.default_max_length(tokenizer) if max_length is None else max_length
     code = hashlib.sha256(Path(alignment.__file__).read_bytes() + Path(__file__).read_bytes())
     fingerprint = Hasher.hash(
         [
             dataset._fingerprint,
             tokenizer_fingerprint(tokenizer),
-            max_length,
-            stride,
-            context_pieces,
+            sorted(settings.as_dict().items()),
             code.hexdigest(),
         ]
     )
@@ -232,13 +206,8 @@ def tokenize_dataset(
         batched=True,
         # context needs whole documents: one batch then (NER splits are small: CoNLL-2003 train is
         # 14k sentences, a few MB of ids); without context any cut between rows is fine
-        batch_size=None if context_pieces > 0 else 1000,
-        fn_kwargs={
-            "tokenizer": tokenizer,
-            "max_length": max_length,
-            "stride": stride,
-            "context_pieces": context_pieces,
-        },
+        batch_size=None if settings.context_pieces > 0 else 1000,
+        fn_kwargs={"tokenizer": tokenizer, "settings": settings},
         features=features,
         new_fingerprint=fingerprint,
         cache_file_name=cache_file,

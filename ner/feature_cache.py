@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 import pyarrow.compute as pc
 import torch
-from torch import nn
+from torch import Tensor, nn
 from torch.utils.data import Dataset
 
+from ner.batching import batches_by_length
 from ner.errors import NERError
 
 VERSION = 1
@@ -123,13 +124,25 @@ class WithFeatures(Dataset):
         return [self._add(i, row) for i, row in zip(indices, rows, strict=True)]
 
 
+def padded(ids, offsets, lengths, windows: list[int], pad_id: int) -> tuple[Tensor, Tensor]:
+    """`input_ids` and `attention_mask` `[len(windows), longest]` of some stored windows."""
+    longest = int(lengths[windows].max())
+    input_ids = torch.full((len(windows), longest), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(windows), longest), dtype=torch.long)
+    for r, w in enumerate(windows):
+        n = int(lengths[w])
+        input_ids[r, :n] = torch.from_numpy(ids[offsets[w] : offsets[w] + n])
+        mask[r, :n] = 1
+    return input_ids, mask
+
+
 class FeatureCache:
     """Write side: encode a tokenized corpus once with a frozen encoder, or find it encoded.
 
     `layers`: absolute hidden-state indices to keep (the combiner's `layer_indices`).
     `forward_context`: the trainer's precision context (fp32 / bf16 autocast) for the pass.
-    `max_pieces`: padded pieces a batch (None: 1,024 on CPU, where bigger batches fall out of
-    cache and ran 2x slower (16,384 on MiniLM), 16,384 on GPU).
+    `max_pieces`: padded pieces a batch (None: 1,024 on CPU, where small batches stay in cache,
+    see NOTES.md; 16,384 on GPU).
     """
 
     def __init__(
@@ -162,8 +175,6 @@ class FeatureCache:
         return FeatureStore(directory, self.layers)
 
     def _build(self, directory: Path, layers, ids, lengths, rows, pad_id: int, name: str) -> None:
-        from ner.datamodule import batches_by_length
-
         directory.mkdir(parents=True, exist_ok=True)
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         first_window = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
@@ -188,13 +199,7 @@ class FeatureCache:
             budget = self.max_pieces or (1024 if device.type == "cpu" else 16384)
             batches = batches_by_length(lengths.tolist(), None, budget)
             for windows in batches:
-                longest = int(lengths[windows].max())
-                input_ids = torch.full((len(windows), longest), pad_id, dtype=torch.long)
-                mask = torch.zeros((len(windows), longest), dtype=torch.long)
-                for r, w in enumerate(windows):
-                    n = int(lengths[w])
-                    input_ids[r, :n] = torch.from_numpy(ids[offsets[w] : offsets[w] + n])
-                    mask[r, :n] = 1
+                input_ids, mask = padded(ids, offsets, lengths, windows, pad_id)
                 with torch.inference_mode(), self.forward_context():
                     out = self.encoder(
                         input_ids=input_ids.to(device),

@@ -1,113 +1,134 @@
-"""Tagging raw text or pre-split words: splitting, batching, decoding, entity spans."""
+"""Inference over any number of sentences in bounded memory: THE routine behind `tagger.predict`,
+`ner tag`, `ner embed` and (batch by batch) `ner predict` and `ner test`.
+
+Sentences are aligned with the model's recorded window settings (`ner.alignment.align_rows`, so
+long sentences, zero-piece words and document context are handled as in training), collated as
+the data module collates them, run in length-sorted batches under a piece budget, and the
+results come back in input order.
+"""
 
 from __future__ import annotations
 
 import itertools
-import re
-from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol, TypeVar
 
 import torch
+from torch import Tensor
 
-if TYPE_CHECKING:
-    from ner.tagger import NERTagger
+from ner.alignment import WindowSettings, align_rows
+from ner.batching import batches_by_length, collate
+from ner.precision import autocast
+from ner.text import entities_from_tags, words_and_offsets
 
-# CoNLL-2003 (Reuters) tokenization: acronyms like "U.S." stay whole, numbers keep their inner
-# punctuation ("1,000", "3.5", "1996-08-22"), hyphenated words stay whole, clitics ("'s") and
-# every other punctuation mark stand alone.
-_WORD = re.compile(r"(?:[^\W\d_]\.){2,}|\w+(?:[-.,/&]\w+)*|'\w+|[^\w\s]", re.UNICODE)
-
-
-def split_words(text: str) -> list[tuple[str, int, int]]:
-    """Split raw text into CoNLL-style words with their `[start, end)` character offsets."""
-    return [(m.group(), m.start(), m.end()) for m in _WORD.finditer(text)]
+T = TypeVar("T")
+Tagged = tuple[list[str], list[float]]  # IOB2 tags and per-word scores of one sentence
+CPU_PIECES, GPU_PIECES = 1024, 8192  # default padded pieces a batch (NOTES.md, "Performance")
 
 
-def words_and_offsets(item: str | Sequence[str]) -> tuple[list[str], list[tuple[int, int]], str]:
-    """Words, their character offsets and the text they index: raw text is split CoNLL-style."""
-    if isinstance(item, str):
-        spans = split_words(item)
-        return [w for w, _, _ in spans], [(s, e) for _, s, e in spans], item
-    # Pre-split words: offsets refer to the words joined by single spaces.
-    words, offsets, pos = list(item), [], 0
-    for word in words:
-        offsets.append((pos, pos + len(word)))
-        pos += len(word) + 1
-    return words, offsets, " ".join(words)
+class Tagger(Protocol):
+    """What inference needs of a model: `ner.tagger.NERTagger` is one."""
+
+    tokenizer: Any
+    labels: list[str]
+    window_settings: WindowSettings
+    head: Any  # `.decode(emissions, word_mask) -> (tags, scores)`
+
+    def __call__(self, batch: dict[str, Tensor]) -> Tensor: ...
+
+    def parameters(self) -> Iterator[Tensor]: ...
+
+    def eval(self) -> Any: ...
 
 
-def iter_tags(
-    tagger: NERTagger,
+def decode_batch(model: Tagger, batch: dict[str, Tensor]) -> list[Tagged]:
+    """(IOB2 tags, per-word scores) for each sentence of a collated batch, in batch order."""
+    emissions = model(batch).float()  # [batch, words, labels]
+    tags, scores = model.head.decode(emissions, batch["word_mask"])
+    lengths = batch["word_mask"].sum(1).tolist()
+    return [
+        ([model.labels[x] for x in row[:n]], score[:n])
+        for row, score, n in zip(tags.tolist(), scores.tolist(), lengths, strict=True)
+    ]
+
+
+def _chunks(
+    sentences: Iterable[Sequence[str]], doc_ids: Iterable[int] | None, size: int
+) -> Iterator[tuple[list[list[str]], list[int]]]:
+    """Runs of `size` sentences (more to finish a document) with their document ids."""
+    if doc_ids is None:  # every sentence its own document: a run ends as soon as it is full
+        it = iter(sentences)
+        start = 0
+        while chunk := [list(s) for s in itertools.islice(it, size)]:
+            yield chunk, list(range(start, start + len(chunk)))
+            start += len(chunk)
+        return
+    chunk: list[list[str]] = []
+    chunk_ids: list[int] = []
+    for sentence, doc in zip(sentences, doc_ids, strict=True):
+        if len(chunk) >= size and doc != chunk_ids[-1]:
+            yield chunk, chunk_ids
+            chunk, chunk_ids = [], []
+        chunk.append(list(sentence))
+        chunk_ids.append(doc)
+    if chunk:
+        yield chunk, chunk_ids
+
+
+def map_batches(
+    model: Tagger,
+    fn: Callable[[dict[str, Tensor]], list[T]],
     sentences: Iterable[Sequence[str]],
+    doc_ids: Iterable[int] | None = None,
+    settings: WindowSettings | None = None,
     batch_size: int = 64,
     max_pieces: int | None = None,
     chunk_size: int = 4096,
     bf16: bool | None = None,
-) -> Iterator[tuple[list[str], list[float]]]:
-    """Yield (IOB2 tags, per-word scores) for each sentence, in input order, in bounded memory.
+) -> Iterator[T]:
+    """`fn(batch)` (one result a batch row) over every sentence, yielded in input order.
 
+    `doc_ids`: the document of each sentence (consecutive equal ids: sentences of one document,
+    each other's context); None: every sentence its own document. `settings`: None: the model's.
     `max_pieces`: padded pieces a batch (None: 1,024 on CPU, 8,192 on GPU). `bf16`: autocast in
-    bf16 (None: where the device runs it fast, see `ner.precision`)."""
-    from ner.alignment import align_sentences
-    from ner.datamodule import batches_by_length, collate
-    from ner.precision import autocast
-
-    it = iter(sentences)
-    device = next(tagger.parameters()).device
-    if max_pieces is None:
-        # CPU: small batches stay in cache; MiniLM on eng.testb ran 170 sentences/s at 1,024
-        # pieces vs 147 at 8,192, with 760 vs 980 MiB peak RSS (NOTES.md)
-        max_pieces = 1024 if device.type == "cpu" else 8192
-    tagger.eval()
-    while chunk := [list(s) for s in itertools.islice(it, chunk_size)]:
-        aligned, _ = align_sentences(tagger.tokenizer, [[s] for s in chunk])
+    bf16 (None: where the device runs it fast, see `ner.precision`).
+    """
+    settings = settings or model.window_settings
+    device = next(model.parameters()).device
+    budget = max_pieces or (CPU_PIECES if device.type == "cpu" else GPU_PIECES)
+    pad_id = model.tokenizer.pad_token_id or 0
+    model.eval()
+    for chunk, chunk_ids in _chunks(sentences, doc_ids, chunk_size):
+        aligned = align_rows(model.tokenizer, chunk, chunk_ids, settings)
         rows = [
-            {
-                "input_ids": a[0].input_ids,
-                "piece_word": a[0].piece_word,
-                "num_pieces": a[0].num_pieces,
-                "ner_tags": [-100] * len(words),
-                "sent_id": i,
-            }
-            for i, (a, words) in enumerate(zip(aligned, chunk, strict=True))
+            {"input_ids": ids, "piece_word": pw, "ner_tags": [-100] * len(words), "sent_id": i}
+            for i, (ids, pw, words) in enumerate(
+                zip(aligned["input_ids"], aligned["piece_word"], chunk, strict=True)
+            )
         ]
-        results: list[tuple[list[str], list[float]] | None] = [None] * len(rows)
+        lengths = [max(len(w) for w in ids) for ids in aligned["input_ids"]]
+        windows = [len(ids) for ids in aligned["input_ids"]]
+        results: list[Any] = [None] * len(rows)
         with torch.inference_mode(), autocast(device, bf16):
-            for indices in batches_by_length(
-                [r["num_pieces"] for r in rows], batch_size, max_pieces
-            ):
-                batch = collate([rows[i] for i in indices])
+            for indices in batches_by_length(lengths, batch_size, budget, windows):
+                batch = collate([rows[i] for i in indices], pad_id)
                 batch = {k: v.to(device) for k, v in batch.items()}
-                emissions = tagger(batch).float()
-                tags, scores = tagger.head.decode(emissions, batch["word_mask"])
-                for i, t, s in zip(indices, tags.tolist(), scores.tolist(), strict=True):
-                    n = len(chunk[i])
-                    results[i] = ([tagger.labels[x] for x in t[:n]], s[:n])
-        yield from results  # type: ignore[misc]
+                for i, result in zip(indices, fn(batch), strict=True):
+                    results[i] = result
+        yield from results
 
 
-def entities_from_tags(
-    tags: Sequence[str], scores: Sequence[float], offsets: Sequence[tuple[int, int]], text: str
-) -> list[dict[str, Any]]:
-    """Entity dicts (`text`, `label`, `start`, `end`, `score`) from word-level IOB2 tags."""
-    from seqeval.metrics.sequence_labeling import get_entities
-
-    out = []
-    for label, first, last in get_entities(list(tags)):
-        start, end = offsets[first][0], offsets[last][1]
-        score = sum(scores[first : last + 1]) / (last - first + 1)
-        out.append(
-            {"text": text[start:end], "label": label, "start": start, "end": end, "score": score}
-        )
-    return out
+def iter_tags(model: Tagger, sentences: Iterable[Sequence[str]], **kwargs: Any) -> Iterator[Tagged]:
+    """(IOB2 tags, per-word scores) for each sentence, in input order (see `map_batches`)."""
+    return map_batches(model, lambda batch: decode_batch(model, batch), sentences, **kwargs)
 
 
 def predict_entities(
-    tagger: NERTagger, texts: Sequence[str | Sequence[str]], **kwargs: Any
+    model: Tagger, texts: Sequence[str | Sequence[str]], **kwargs: Any
 ) -> list[list[dict[str, Any]]]:
     """Entities per input: raw strings are split CoNLL-style; word lists are taken as given."""
     prepared = [words_and_offsets(t) for t in texts]
-    tagged = iter_tags(tagger, (words for words, _, _ in prepared), **kwargs)
+    tagged = iter_tags(model, (words for words, _, _ in prepared), **kwargs)
     return [
         entities_from_tags(tags, scores, offsets, text)
         for (_, offsets, text), (tags, scores) in zip(prepared, tagged, strict=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 # CPU flags with native bf16 matrix instructions. Without them PyTorch falls back to a reference
-# bf16 GEMM: measured here on an AVX2-only EPYC, 0.27 GFLOP/s bf16 against 56 GFLOP/s fp32.
+# bf16 GEMM, far slower than fp32 (NOTES.md, "Precision").
 FAST_BF16_FLAGS = {"amx_bf16", "avx512_bf16"}
 CPUINFO = Path("/proc/cpuinfo")
 

@@ -1,23 +1,22 @@
-"""Corpus statistics and the `ner inspect` command (no torch; transformers only for pieces)."""
+"""Corpus statistics for `ner inspect` (no torch; a tokenizer only for the piece counts)."""
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from typing import Any
 
-from ner import schemes
-from ner.alignment import load_tokenizer, special_tokens, tokenize_words
+from ner.alignment import special_tokens, tokenize_words
+from ner.encoders import window_length
 from ner.errors import NERError
-from ner.reader import Corpus, read_conll
+from ner.reader import Corpus
 
-MAX_WINDOW = 512  # tokenizers without a model_max_length report about 1e30
 BATCH = 1024  # sentences a tokenizer call
 
 
-def corpus_stats(corpus: Corpus, tokenizer=None, max_length: int | None = None) -> dict[str, Any]:
-    """Counts of `corpus`; with a (fast) tokenizer also word-piece lengths against the window."""
+def corpus_stats(
+    corpus: Corpus, tokenizer=None, max_length: int | None = None, positions: int | None = None
+) -> dict[str, Any]:
+    """Counts of `corpus`; with a (fast) tokenizer also word-piece lengths against the encoder
+    window (`max_length`, else the window rule over the tokenizer and `positions`)."""
     sentences = corpus.sentences
     stats: dict[str, Any] = {
         "file": corpus.path,
@@ -30,7 +29,7 @@ def corpus_stats(corpus: Corpus, tokenizer=None, max_length: int | None = None) 
     }
     if tokenizer is None:
         return stats
-    window = max_length if max_length is not None else min(tokenizer.model_max_length, MAX_WINDOW)
+    window = window_length(tokenizer, positions, max_length)
     prefix, suffix = special_tokens(tokenizer)
     specials = len(prefix) + len(suffix)
     if window <= specials:
@@ -73,41 +72,3 @@ def format_stats(stats: dict[str, Any]) -> str:
         ]
     width = max(len(label) for label, _ in rows)
     return "\n".join([stats["file"]] + [f"  {label:<{width}}  {value}" for label, value in rows])
-
-
-def _load_tokenizer(name_or_path: str):
-    try:
-        return load_tokenizer(name_or_path)
-    except Exception as exc:  # transformers raises OSError, ValueError, KeyError, ... here
-        raise NERError(f"cannot load {name_or_path!r}: {exc}", path="--tokenizer") from None
-
-
-def inspect_main(argv: list[str]) -> int:
-    """`ner inspect FILE... [--tokenizer T] [--max-length N] [--scheme S] [--tag-column N]`.
-
-    Also `--json`. Returns the exit code: 0, or 2 after printing `error: ...` on stderr.
-    """
-    parser = argparse.ArgumentParser(
-        prog="ner inspect", description="Validate CoNLL files and print their statistics."
-    )
-    parser.add_argument("files", nargs="+", metavar="FILE")
-    parser.add_argument("--tokenizer", metavar="NAME_OR_PATH", help="also count word pieces")
-    parser.add_argument("--max-length", type=int, help="encoder window (default: the tokenizer's)")
-    parser.add_argument("--scheme", default="auto", choices=["auto", *schemes.SCHEMES])
-    parser.add_argument("--tag-column", type=int, default=-1)
-    parser.add_argument("--json", action="store_true", help="one JSON object per file")
-    args = parser.parse_intermixed_args(argv)  # options may come between the files
-    try:
-        if args.max_length is not None and args.tokenizer is None:
-            raise NERError("needs --tokenizer", path="--max-length")
-        corpora = [read_conll(f, args.scheme, args.tag_column) for f in args.files]
-        tokenizer = _load_tokenizer(args.tokenizer) if args.tokenizer else None
-        results = [corpus_stats(c, tokenizer, args.max_length) for c in corpora]
-    except NERError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
-    else:
-        print("\n\n".join(format_stats(s) for s in results))
-    return 0

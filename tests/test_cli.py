@@ -16,9 +16,10 @@ import torch
 from conftest import write_tiny_corpus
 from seqeval.metrics import f1_score
 
-from ner.checkpoint import load_tagger
-from ner.cli import main, run_lightning
+from ner.cli import main
+from ner.commands.lightning import run_lightning
 from ner.errors import NERError
+from ner.tagger import load_tagger
 
 
 def fit_config(tmp: Path, model_dir: Path, corpus_dir: Path) -> Path:
@@ -193,29 +194,31 @@ TAG_LINES = [
 @pytest.fixture
 def tag_events(monkeypatch):
     """`ner tag` peeks 2 lines and tags 2 sentences a chunk; yields are logged as "tag"."""
-    import ner.inference
-    from ner import predict_io
+    import ner.commands.tag
+    import ner.inputs
 
     events: list[str] = []
-    real = ner.inference.iter_tags
+    real = ner.commands.tag.iter_tags
 
     def iter_tags(tagger, sentences, **kwargs):
         for item in real(tagger, sentences, **kwargs, chunk_size=2):
             events.append("tag")
             yield item
 
-    monkeypatch.setattr(ner.inference, "iter_tags", iter_tags)
-    monkeypatch.setattr(predict_io, "HEAD_LINES", 2)
+    monkeypatch.setattr(ner.commands.tag, "iter_tags", iter_tags)
+    monkeypatch.setattr(ner.inputs, "HEAD_LINES", 2)
     return events
 
 
 def whole_file_output(ckpt: Path, path: Path, fmt: str, out: Path) -> str:
     """What `ner tag` wrote before it streamed: the input read whole, then tagged and written."""
     from ner.inference import iter_tags
-    from ner.predict_io import read_inputs, write_predictions
+    from ner.inputs import read_inputs
+    from ner.outputs import write_predictions
 
     inp = read_inputs(str(path))
-    write_predictions(inp, iter_tags(load_tagger(ckpt), inp.sentences), fmt, str(out))
+    tagged = iter_tags(load_tagger(ckpt), [p.words for p in inp.passages], doc_ids=inp.doc_ids)
+    write_predictions(inp.passages, tagged, fmt, str(out), inp.corpus)
     return out.read_text(encoding="utf-8")
 
 
@@ -223,19 +226,22 @@ def whole_file_output(ckpt: Path, path: Path, fmt: str, out: Path) -> str:
 def test_tag_streams_a_text_file_to_the_whole_file_output(
     trained, tmp_path, capsys, monkeypatch, fmt
 ):
-    from ner import predict_io
+    import ner.inputs
 
     ckpt = trained["ckpt"] / "best.ckpt"
     text = tmp_path / "in.txt"
     # a BOM and CRLF line ends, as a Windows editor saves it
     text.write_bytes("\r\n".join(TAG_LINES).encode("utf-8-sig"))
     expected = whole_file_output(ckpt, text, fmt, tmp_path / "whole.out")
-    assert len(expected.strip("\n").split("\n\n" if fmt == "conll" else "\n")) == 7
+    # one record a line; in CoNLL one block a line with words
+    assert len(expected.strip("\n").split("\n\n" if fmt == "conll" else "\n")) == (
+        7 if fmt == "conll" else 9
+    )
 
     def whole(*args, **kwargs):
         raise AssertionError("ner tag read a text input whole")
 
-    monkeypatch.setattr(predict_io, "read_inputs", whole)
+    monkeypatch.setattr(ner.inputs, "read_inputs", whole)
     out = tmp_path / "tag.out"
     code, _, err = run_ner(
         ["tag", str(ckpt), str(text), "--format", fmt, "--output", str(out)], capsys
@@ -262,7 +268,7 @@ def test_tag_streams_stdin_lazily(trained, tmp_path, capsys, monkeypatch, tag_ev
     assert out == expected
     # the first chunk (the 2 peeked lines) was tagged before a third line was read
     assert tag_events.index("tag") == 2
-    assert tag_events.count("read") == 9 and tag_events.count("tag") == 7
+    assert tag_events.count("read") == 9 and tag_events.count("tag") == 9
 
 
 def test_tag_non_utf8_line_is_a_one_line_error_and_no_output(trained, tmp_path, capsys, tag_events):
@@ -290,11 +296,22 @@ def test_tag_detects_conll_on_stdin(trained, tmp_path, capsys, monkeypatch):
     assert out == expected and out.splitlines()[2].startswith("John NNP I-PER ")
 
 
-@pytest.mark.parametrize("content", [b"", b"\n \n\t\n"])
-def test_tag_empty_text_is_a_one_line_error_and_no_output(
-    trained, tmp_path, capsys, monkeypatch, content
-):
+def test_tag_blank_lines_give_records_without_entities(trained, tmp_path, capsys):
+    blank = tmp_path / "blank.txt"
+    blank.write_bytes(b"\n \n\t\n")
+    code, out, err = run_ner(["tag", str(trained["ckpt"] / "best.ckpt"), str(blank)], capsys)
+    assert code == 0, err
+    records = [json.loads(line) for line in out.splitlines()]
+    assert records == [
+        {"line": 1, "text": "", "entities": []},
+        {"line": 2, "text": " ", "entities": []},
+        {"line": 3, "text": "\t", "entities": []},
+    ]
+
+
+def test_tag_empty_text_is_a_one_line_error_and_no_output(trained, tmp_path, capsys, monkeypatch):
     ckpt = str(trained["ckpt"] / "best.ckpt")
+    content = b""
     empty = tmp_path / "empty.txt"
     empty.write_bytes(content)
     out = tmp_path / "out.jsonl"

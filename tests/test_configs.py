@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ner.cli import CONFIGS_DIR, cli_for
+from ner.commands.lightning import CONFIGS_DIR, cli_for
 from ner.precision import auto_precision
 
 READY_RUNS = sorted(CONFIGS_DIR.glob("*.yaml"))

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from ner.commands.inspect import main as inspect_main
 from ner.reader import read_conll, write_conll
-from ner.stats import inspect_main
 
 EXPECTED = {
     "eng.train": (946, 14041, 203621, {"LOC": 7140, "PER": 6600, "ORG": 6321, "MISC": 3438}),

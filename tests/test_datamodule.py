@@ -7,7 +7,8 @@ import torch
 from conftest import tiny_sentences, write_tiny_corpus
 
 import ner.datamodule as dm
-from ner.datamodule import LengthBucketSampler, NERDataModule, batches_by_length, collate
+from ner.batching import LengthBucketSampler, batches_by_length, collate
+from ner.datamodule import NERDataModule
 from ner.errors import NERError
 
 LABELS = ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
@@ -271,4 +272,4 @@ def test_lightning_sets_the_epoch_and_predicts_everything(corpus_dir, tiny_model
     assert model.orders[0] != model.orders[1]  # Lightning reached set_epoch
     predicted = trainer.predict(model, datamodule=data)
     assert sorted(i for batch in predicted for i in batch) == list(range(15))
-    assert data.corpora["predict"].path.endswith("eng.testb")
+    assert data.predict_input.corpus.path.endswith("eng.testb")

@@ -7,7 +7,7 @@ from conftest import tiny_sentences, write_tiny_corpus
 from datasets import ClassLabel, Dataset, DatasetDict, Features, List, Value
 
 import ner.dataset as nd
-from ner.alignment import align_sentences
+from ner.alignment import WindowSettings, align_sentences
 from ner.errors import NERError
 from ner.reader import read_conll
 
@@ -90,7 +90,9 @@ def test_hub_tag_outside_the_labels(sources):
 
 def test_tokenized_rows_are_the_alignment_routine(sources, tiny_tokenizer):
     corpus = read_conll(str(sources["conll"]))
-    data = nd.tokenize_dataset(nd.corpus_to_dataset(corpus, LABELS), tiny_tokenizer, 12, 4, 3)
+    data = nd.tokenize_dataset(
+        nd.corpus_to_dataset(corpus, LABELS), tiny_tokenizer, WindowSettings(12, 4, 3)
+    )
     documents = [[s.words for s in doc.sentences] for doc in corpus.documents]
     aligned, zero = align_sentences(tiny_tokenizer, documents, 12, 4, 3)
     flat = [a for doc in aligned for a in doc]
@@ -119,7 +121,7 @@ def test_map_is_cached_and_settings_change_the_fingerprint(
             data = nd.corpus_to_dataset(read_conll(str(sources["conll"])), LABELS)
         else:
             data = nd.load_hub(str(sources[source]), "train", LABELS)
-        out = nd.tokenize_dataset(data, tiny_tokenizer, 16, stride, context, cache)
+        out = nd.tokenize_dataset(data, tiny_tokenizer, WindowSettings(16, stride, context), cache)
         return out.cache_files[0]["filename"], sum(calls)
 
     first, n = run(4)

@@ -197,7 +197,7 @@ def test_cli_fit_with_a_frozen_encoder_fills_and_reuses_the_cache(
 ):
     from test_cli import fit_config
 
-    from ner.cli import run_lightning
+    from ner.commands.lightning import run_lightning
 
     cache = tmp_path / "cache"
     config = fit_config(tmp_path, tiny_model_dir, tiny_corpus_dir)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ner.cli import run_lightning
+from ner.commands.lightning import run_lightning
 from ner.tagger import NERTagger
 
 pytestmark = pytest.mark.integration

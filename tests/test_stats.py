@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from ner.commands.inspect import main as inspect_main
 from ner.errors import NERError
 from ner.reader import read_conll
-from ner.stats import corpus_stats, format_stats, inspect_main
+from ner.stats import corpus_stats, format_stats
 
 CORPUS = """-DOCSTART- O
 

@@ -9,6 +9,7 @@ import torch
 from ner.combiners import ScalarMix
 from ner.datamodule import NERDataModule
 from ner.heads import LinearHead
+from ner.errors import NERError
 from ner.tagger import NERTagger
 
 
@@ -33,7 +34,7 @@ def test_encoder_is_in_train_mode_and_frozen_encoder_is_not(tiny_model_dir):
 
 def test_optimizer_groups_use_separate_learning_rates(tiny_model_dir):
     tagger = make_tagger(tiny_model_dir, ["O", "B-PER", "I-PER"], encoder_lr=1e-5, head_lr=1e-2)
-    groups = tagger.parameter_groups()
+    groups = tagger.optimizer().param_groups
     assert {g["lr"] for g in groups} == {1e-5, 1e-2}
     encoder_ids = {id(p) for p in tagger.encoder.parameters()}
     for group in groups:
@@ -45,7 +46,7 @@ def test_optimizer_groups_use_separate_learning_rates(tiny_model_dir):
 
 
 def test_labels_are_required(tiny_model_dir):
-    with pytest.raises(ValueError, match="labels"):
+    with pytest.raises(NERError, match="labels"):
         NERTagger(encoder=str(tiny_model_dir), labels=None)
 
 

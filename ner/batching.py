@@ -1,0 +1,161 @@
+"""Batches: collate tokenized rows into padded tensors, length-bucketed batch order, sampler."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import pyarrow.compute as pc
+import torch
+from torch import Tensor
+from torch.utils.data import Sampler
+
+
+def collate(rows: list[dict[str, Any]], pad_id: int = 0) -> dict[str, Tensor]:
+    """One batch (docs/design.md) from tokenized rows (`input_ids`, `piece_word`, `ner_tags`,
+    optional `sent_id`, optional stored `features`), padded to this batch's longest window and
+    sentence only."""
+    num_words = max(len(r["ner_tags"]) for r in rows)  # W
+    windows = [
+        (b, ids, pw)
+        for b, r in enumerate(rows)
+        for ids, pw in zip(r["input_ids"], r["piece_word"], strict=True)
+    ]
+    pieces = max(len(ids) for _, ids, _ in windows)  # P
+    input_ids, piece_word, mask = [], [], []
+    for b, ids, pw in windows:
+        pad = pieces - len(ids)
+        input_ids.append(list(ids) + [pad_id] * pad)
+        piece_word.append([w + b * num_words if w >= 0 else -1 for w in pw] + [-1] * pad)
+        mask.append([1] * len(ids) + [0] * pad)
+    labels = [list(r["ner_tags"]) + [-100] * (num_words - len(r["ner_tags"])) for r in rows]
+    word_mask = [
+        [True] * len(r["ner_tags"]) + [False] * (num_words - len(r["ner_tags"])) for r in rows
+    ]
+    batch = {
+        "input_ids": torch.tensor(input_ids, dtype=torch.long),  # [R, P]
+        "attention_mask": torch.tensor(mask, dtype=torch.long),  # [R, P]
+        "piece_word": torch.tensor(piece_word, dtype=torch.long),  # [R, P] flat b * W + w
+        "labels": torch.tensor(labels, dtype=torch.long).view(len(rows), num_words),  # [B, W]
+        "word_mask": torch.tensor(word_mask, dtype=torch.bool).view(len(rows), num_words),
+        "sent_id": torch.tensor([r.get("sent_id", b) for b, r in enumerate(rows)]),  # [B]
+    }
+    if "features" in rows[0]:  # stored hidden states (ner.feature_cache): window -> layer -> [p, H]
+        per_window = [f for r in rows for f in r["features"]]
+        layers, hidden = len(per_window[0]), per_window[0][0].shape[1]
+        features = np.zeros((layers, len(per_window), pieces, hidden), dtype=np.float16)
+        for j, window in enumerate(per_window):
+            for k, states in enumerate(window):
+                features[k, j, : len(states)] = states
+        batch["features"] = torch.from_numpy(features)  # [K, R, P, H] float16
+        batch["feature_layers"] = torch.tensor(rows[0]["feature_layers"])  # [K]
+    return batch
+
+
+def batches_by_length(
+    lengths: list[int],
+    batch_size: int | None = 32,
+    max_pieces: int | None = None,
+    rows: list[int] | None = None,
+) -> list[list[int]]:
+    """Indices sorted by length (stable), cut into batches of at most `batch_size` sentences and
+    at most `max_pieces` padded pieces (rows x longest; a sentence over the budget goes alone)."""
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    num_rows = longest = 0
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+        r = rows[i] if rows is not None else 1
+        full = batch_size is not None and len(batch) >= batch_size
+        over = max_pieces is not None and (num_rows + r) * max(longest, lengths[i]) > max_pieces
+        if batch and (full or over):
+            batches.append(batch)
+            batch, num_rows, longest = [], 0, 0
+        batch.append(i)
+        num_rows += r
+        longest = max(longest, lengths[i])
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+def window_lengths(windows) -> tuple[list[int], list[int]]:
+    """(longest window, windows) per sentence of an arrow `input_ids` column
+    `[sentences][windows][pieces]` (every sentence has at least one window)."""
+    rows = pc.list_value_length(windows).to_numpy()
+    pieces = pc.list_value_length(pc.list_flatten(windows)).to_numpy()  # per window
+    first_row = np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int64)
+    lengths = np.maximum.reduceat(pieces, first_row).tolist() if len(rows) else []
+    return lengths, rows.tolist()
+
+
+class LengthBucketSampler(Sampler[list[int]]):
+    """Batches of similar-length sentences.
+
+    Training (`shuffle`): sentences shuffled (seed + epoch), sorted by length inside chunks of
+    `chunk_size`, batch order shuffled. Else: one global length order. Under torch.distributed each
+    rank takes every world_size-th batch; for training the batch list is first padded by repeating
+    batches so every rank gets as many; for evaluation ranks may get one batch fewer (the metric
+    dedups by `sent_id`). Run with `Trainer(use_distributed_sampler=False)`.
+    """
+
+    def __init__(
+        self,
+        lengths: list[int],
+        rows: list[int],
+        batch_size: int | None,
+        max_pieces: int | None = None,
+        shuffle: bool = False,
+        seed: int = 0,
+        chunk_size: int = 4096,
+    ):
+        self.lengths, self.rows = lengths, rows
+        self.batch_size, self.max_pieces = batch_size, max_pieces
+        self.shuffle, self.seed, self.chunk_size = shuffle, seed, chunk_size
+        self.epoch = 0
+        self._cache: tuple[tuple[int, int, int], list[list[int]]] | None = None
+
+    @property
+    def sampler(self) -> LengthBucketSampler:
+        # Lightning calls `batch_sampler.sampler.set_epoch(epoch)` each epoch (not the batch
+        # sampler's own set_epoch)
+        return self
+
+    def set_epoch(self, epoch: int) -> None:
+        """Vary the training order per epoch (deterministically)."""
+        self.epoch = epoch
+
+    def _all_batches(self) -> list[list[int]]:
+        if not self.shuffle:
+            return batches_by_length(self.lengths, self.batch_size, self.max_pieces, self.rows)
+        rng = random.Random(self.seed * 1_000_003 + self.epoch)
+        order = list(range(len(self.lengths)))
+        rng.shuffle(order)
+        batches = []
+        for start in range(0, len(order), self.chunk_size):
+            chunk = order[start : start + self.chunk_size]
+            lengths = [self.lengths[i] for i in chunk]
+            rows = [self.rows[i] for i in chunk]
+            for batch in batches_by_length(lengths, self.batch_size, self.max_pieces, rows):
+                batches.append([chunk[j] for j in batch])
+        rng.shuffle(batches)
+        return batches
+
+    def _batches(self) -> list[list[int]]:
+        """This rank's batches for the current epoch."""
+        rank, world = 0, 1
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        key = (self.epoch, rank, world)
+        if self._cache is None or self._cache[0] != key:
+            batches = self._all_batches()
+            if world > 1 and self.shuffle:
+                batches += batches[: -len(batches) % world]
+            self._cache = key, batches[rank::world]
+        return self._cache[1]
+
+    def __iter__(self):
+        yield from self._batches()
+
+    def __len__(self) -> int:
+        return len(self._batches())

@@ -1,0 +1,1 @@
+"""The `ner` subcommands outside LightningCLI, one module each."""

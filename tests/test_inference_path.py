@@ -1,0 +1,149 @@
+"""One inference path: a checkpoint's window settings travel with it, `ner test`, `ner predict`,
+`ner tag` and `tagger.predict` cut the same windows, and old checkpoints still load."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, tiny_sentences, write_tiny_corpus
+from test_cli import fit_config, run_ner
+
+from ner.alignment import WindowSettings
+from ner.commands.lightning import run_lightning
+from ner.inference import iter_tags, map_batches
+from ner.tagger import load_tagger
+from ner.text import entities_from_tags, words_and_offsets
+
+CONTEXT = 6
+
+
+@pytest.fixture(scope="module")
+def context_run(tmp_path_factory, tiny_model_dir):
+    """A tiny model trained with document context and short windows; a corpus of documents."""
+    tmp = tmp_path_factory.mktemp("context")
+    corpus = tmp / "corpus"
+    corpus.mkdir()
+    for name in ("train.txt", "dev.txt", "test.txt"):
+        write_tiny_corpus(corpus / name, tiny_sentences(24, seed=3), docs=4)
+    config = fit_config(tmp, tiny_model_dir, corpus)
+    run_lightning(
+        ["fit", "-c", str(config), "--data.context_pieces", str(CONTEXT),
+         "--data.max_length", "24", "--trainer.max_steps", "12"]
+    )  # fmt: skip
+    return {"ckpt": tmp / "ckpt" / "last.ckpt", "corpus": corpus, "tmp": tmp}
+
+
+def emissions(batch_model):
+    """A `map_batches` function: each sentence's emissions `[words, labels]`."""
+
+    def run(batch):
+        out = batch_model(batch).float()
+        return [e[:n] for e, n in zip(out, batch["word_mask"].sum(1).tolist(), strict=True)]
+
+    return run
+
+
+def test_checkpoint_records_the_window_settings(context_run):
+    state = torch.load(context_run["ckpt"], weights_only=True)
+    assert state["ner"]["windows"] == {"max_length": 24, "stride": None, "context_pieces": CONTEXT}
+    assert load_tagger(context_run["ckpt"]).window_settings == WindowSettings(24, None, CONTEXT)
+
+
+def test_ner_test_and_tagger_predict_give_the_same_emissions_with_context(context_run):
+    test_file = context_run["corpus"] / "test.txt"
+    cli = run_lightning(
+        ["test", "--ckpt_path", str(context_run["ckpt"]), "--data.test_file", str(test_file),
+         "--trainer.enable_progress_bar", "false"]
+    )  # fmt: skip
+    data = cli.datamodule
+    assert data.window_settings == WindowSettings(24, None, CONTEXT)  # taken from the checkpoint
+    through_test: dict[int, torch.Tensor] = {}
+    cli.model.eval()  # Lightning hands the model back in train mode after testing
+    with torch.inference_mode():
+        for batch in data.test_dataloader():
+            for sent, e in zip(batch["sent_id"].tolist(), emissions(cli.model)(batch), strict=True):
+                through_test[sent] = e
+    tagger = load_tagger(context_run["ckpt"])
+    corpus = data.corpus("test")
+    words = [s.words for s in corpus.sentences]
+    doc_ids = [d for d, doc in enumerate(corpus.documents) for _ in doc.sentences]
+    assert len(set(doc_ids)) == 4
+    with torch.inference_mode():
+        through_predict = list(map_batches(tagger, emissions(tagger), words, doc_ids, bf16=False))
+    assert len(through_predict) == len(through_test) == 24
+    for i, e in enumerate(through_predict):
+        torch.testing.assert_close(e, through_test[i], atol=1e-4, rtol=1e-4)
+    # the context is really there: without it the same model gives other emissions
+    no_context = WindowSettings(24, None, 0)
+    with torch.inference_mode():
+        plain = list(map_batches(tagger, emissions(tagger), words, doc_ids, no_context, bf16=False))
+    assert (
+        max((a - b).abs().max().item() for a, b in zip(plain, through_predict, strict=True)) > 1e-3
+    )
+    # and `ner test`'s predictions are the tags `tagger.predict` gives
+    predicted = tagger.predict(words, doc_ids=doc_ids, bf16=False)
+    spans = [{(e["start"], e["end"], e["label"]) for e in entities} for entities in predicted]
+    for i, sentence in enumerate(words):
+        _, offsets, text = words_and_offsets(sentence)
+        tags = cli.model.test_predictions[i]
+        expected = entities_from_tags(tags, [1.0] * len(tags), offsets, text)
+        assert {(e["start"], e["end"], e["label"]) for e in expected} == spans[i]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "conll"])
+@pytest.mark.parametrize("kind", ["text", "conll"])
+def test_predict_and_tag_write_byte_identical_outputs(context_run, tmp_path, capsys, fmt, kind):
+    ckpt = str(context_run["ckpt"])
+    if kind == "conll":
+        source = context_run["corpus"] / "test.txt"
+    else:
+        source = tmp_path / "input.txt"
+        source.write_text("John Smith visited Paris today .\n\nthe bank said Mary met Reuters\n")
+    out_predict, out_tag = tmp_path / f"predict.{fmt}", tmp_path / f"tag.{fmt}"
+    code, _, err = run_ner(
+        ["predict", "--ckpt_path", ckpt, "--data.predict_file", str(source), "--output",
+         str(out_predict), "--format", fmt, "--data.predict_format", kind,
+         "--trainer.enable_progress_bar", "false"],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    code, _, err = run_ner(
+        ["tag", ckpt, str(source), "--output", str(out_tag), "--format", fmt,
+         "--input-format", kind],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    assert out_predict.read_bytes() == out_tag.read_bytes()
+    assert out_tag.stat().st_size > 0
+
+
+def test_a_checkpoint_written_before_the_redesign_still_loads(tmp_path):
+    """tests/data/v1.ckpt: format 1 (no window settings), ScalarMix + first_last + CRF, written
+    by the code of commit 7bf919c, with the tags and entities it gave then."""
+    expected = json.loads((ROOT / "tests" / "data" / "v1.expected.json").read_text())
+    tagger = load_tagger(ROOT / "tests" / "data" / "v1.ckpt")
+    assert type(tagger.combiner).__name__ == "ScalarMix" and tagger.head.crf
+    assert tagger.window_settings.context_pieces == 0
+    entities = tagger.predict(expected["texts"], bf16=False)
+    for got, want in zip(entities, expected["entities"], strict=True):
+        assert [{**e, "score": 0} for e in got] == [{**e, "score": 0} for e in want]
+        assert [e["score"] for e in got] == pytest.approx([e["score"] for e in want], abs=1e-6)
+    tagged = list(iter_tags(tagger, [t.split() for t in expected["texts"]], bf16=False))
+    assert [tags for tags, _ in tagged] == expected["tags"]
+    for (_, scores), want in zip(tagged, expected["scores"], strict=True):
+        assert scores == pytest.approx(want, abs=1e-6)
+
+
+def test_old_checkpoint_runs_through_ner_test(tmp_path, capsys, tiny_corpus_dir):
+    ckpt = tmp_path / "old.ckpt"
+    ckpt.write_bytes((ROOT / "tests" / "data" / "v1.ckpt").read_bytes())
+    code, out, err = run_ner(
+        ["test", "--ckpt_path", str(ckpt), "--data.test_file", str(tiny_corpus_dir / "test.txt"),
+         "--trainer.enable_progress_bar", "false"],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    assert Path(tmp_path / "old.test-report.json").is_file() and "micro avg" in out
