@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 from benchmarks.common import CONLL_DIR, conll_labels, describe, encoder_path, quiet
-
 from ner.metrics import entity_counts, entity_scores
 from ner.reader import read_conll
 
@@ -96,9 +95,8 @@ def run(seed: int, epochs: float, encoder: str, limit: int | None) -> dict:
         seed=seed,
     )
     collator = DataCollatorForTokenClassification(tokenizer)
-    trainer = Trainer(
-        model=model, args=args, train_dataset=encode(tokenizer, train, index), data_collator=collator
-    )
+    dataset = encode(tokenizer, train, index)
+    trainer = Trainer(model=model, args=args, train_dataset=dataset, data_collator=collator)
     trainer.train()
     fit_seconds = time.perf_counter() - started
     result = {"seed": seed, "epochs": epochs, "encoder": describe(encoder), "fit_s": fit_seconds}

@@ -8,8 +8,8 @@ import torch
 
 from ner.combiners import ScalarMix
 from ner.datamodule import NERDataModule
-from ner.heads import LinearHead
 from ner.errors import NERError
+from ner.heads import LinearHead
 from ner.tagger import NERTagger
 
 
