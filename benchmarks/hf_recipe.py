@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks.common import CONLL_DIR, conll_labels, describe, encoder_path, quiet
 from ner.metrics import entity_counts, entity_scores
@@ -44,6 +45,39 @@ def encode(tokenizer, data, index):
     return Dataset.from_dict(columns).map(rows, batched=True, remove_columns=list(columns))
 
 
+def recipe_model(encoder: str, labels: list[str], seed: int):
+    """`AutoModelForTokenClassification` on `encoder`, its new head seeded by `seed`."""
+    import torch
+    from transformers import AutoModelForTokenClassification
+
+    torch.manual_seed(seed)
+    return AutoModelForTokenClassification.from_pretrained(
+        encoder,
+        num_labels=len(labels),
+        id2label=dict(enumerate(labels)),
+        label2id={label: i for i, label in enumerate(labels)},
+    )
+
+
+def recipe_args(output_dir: str, seed: int, **overrides: Any):
+    """The recipe's `TrainingArguments` (lr 5e-5, batch 16, linear schedule, CPU), quiet."""
+    from transformers import TrainingArguments
+
+    settings: dict[str, Any] = {
+        "learning_rate": 5e-5,
+        "per_device_train_batch_size": 16,
+        "per_device_eval_batch_size": 64,
+        "use_cpu": True,
+        "report_to": [],
+        "save_strategy": "no",
+        "eval_strategy": "no",
+        "logging_strategy": "no",
+        "disable_tqdm": True,
+        "seed": seed,
+    }
+    return TrainingArguments(output_dir=output_dir, **{**settings, **overrides})
+
+
 def word_tags(trainer, tokenizer, data, labels) -> list[list[str]]:
     """Predicted tags per word: the first piece's argmax; a word cut off by truncation is O."""
     encoded = encode(tokenizer, data, {label: i for i, label in enumerate(labels)})
@@ -62,13 +96,10 @@ def word_tags(trainer, tokenizer, data, labels) -> list[list[str]]:
 
 def run(seed: int, epochs: float, encoder: str, limit: int | None) -> dict:
     """Train the recipe once; dev and test scores of its last epoch, and the wall time."""
-    import torch
     from transformers import (
-        AutoModelForTokenClassification,
         AutoTokenizer,
         DataCollatorForTokenClassification,
         Trainer,
-        TrainingArguments,
     )
 
     labels = conll_labels()
@@ -76,24 +107,8 @@ def run(seed: int, epochs: float, encoder: str, limit: int | None) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(encoder)
     train = sentences("train", limit)
     started = time.perf_counter()
-    torch.manual_seed(seed)
-    model = AutoModelForTokenClassification.from_pretrained(
-        encoder, num_labels=len(labels), id2label=dict(enumerate(labels)), label2id=index
-    )
-    args = TrainingArguments(
-        output_dir=f"/tmp/hf-recipe-{seed}",
-        num_train_epochs=epochs,
-        learning_rate=5e-5,
-        per_device_train_batch_size=16,
-        per_device_eval_batch_size=64,
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        eval_strategy="no",
-        logging_strategy="no",
-        disable_tqdm=True,
-        seed=seed,
-    )
+    model = recipe_model(encoder, labels, seed)
+    args = recipe_args(f"/tmp/hf-recipe-{seed}", seed, num_train_epochs=epochs)
     collator = DataCollatorForTokenClassification(tokenizer)
     dataset = encode(tokenizer, train, index)
     trainer = Trainer(model=model, args=args, train_dataset=dataset, data_collator=collator)

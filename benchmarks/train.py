@@ -22,6 +22,7 @@ from benchmarks.common import (
     parser,
     report,
 )
+from benchmarks.hf_recipe import encode, recipe_args, recipe_model
 
 
 def write_conll(sentences: list[tuple[list[str], list[str]]], path: Path) -> Path:
@@ -75,38 +76,18 @@ def run_ours(sentences, args, bf16: bool, workdir: Path, warmup: int, steps: int
 
 def run_hf(sentences, args, workdir: Path) -> dict:
     """AutoModelForTokenClassification + Trainer + DataCollatorForTokenClassification, fp32."""
-    from datasets import Dataset
     from transformers import (
-        AutoModelForTokenClassification,
         AutoTokenizer,
         DataCollatorForTokenClassification,
         PrinterCallback,
         Trainer,
         TrainerCallback,
-        TrainingArguments,
     )
 
     labels = conll_labels()
     index = {label: i for i, label in enumerate(labels)}
     tokenizer = AutoTokenizer.from_pretrained(args.encoder)
-
-    def encode(batch):
-        # the HF token-classification recipe: label the first piece of a word, -100 elsewhere
-        enc = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True)
-        enc["labels"] = []
-        for i, tags in enumerate(batch["ner_tags"]):
-            previous, row = None, []
-            for word in enc.word_ids(i):
-                row.append(-100 if word is None or word == previous else tags[word])
-                previous = word
-            enc["labels"].append(row)
-        return enc
-
-    columns = {
-        "tokens": [w for w, _ in sentences],
-        "ner_tags": [[index[t] for t in tags] for _, tags in sentences],
-    }
-    dataset = Dataset.from_dict(columns).map(encode, batched=True, remove_columns=list(columns))
+    dataset = encode(tokenizer, sentences, index)
     steps_per_ours = args.batch_size // args.hf_batch_size
     warmup = args.warmup * steps_per_ours
     pieces: list[tuple[int, int]] = []
@@ -122,24 +103,12 @@ def run_hf(sentences, args, workdir: Path) -> dict:
         def on_step_end(self, *_, **__):
             stamps.append(time.perf_counter())
 
-    torch.manual_seed(args.seed)
-    model = AutoModelForTokenClassification.from_pretrained(
-        args.encoder,
-        num_labels=len(labels),
-        id2label=dict(enumerate(labels)),
-        label2id=index,
-    )
-    training_args = TrainingArguments(
-        output_dir=str(workdir / "hf"),
+    model = recipe_model(args.encoder, labels, args.seed)
+    training_args = recipe_args(
+        str(workdir / "hf"),
+        args.seed,
         max_steps=len(sentences) // args.hf_batch_size,
         per_device_train_batch_size=args.hf_batch_size,
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        eval_strategy="no",
-        logging_strategy="no",
-        disable_tqdm=True,
-        seed=args.seed,
     )
     trainer = Timed(
         model=model,

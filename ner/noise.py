@@ -21,8 +21,9 @@ class _DropTips(logging.Filter):
 
 
 def silence() -> None:
-    """Drop Lightning's product tips and accelerator lines (`_TIPS`) and the pytree deprecation
-    Lightning 2.6 triggers itself (`isinstance(treespec, LeafSpec)` in its own `_pytree.py`)."""
+    """Drop Lightning's product tips and accelerator lines (`_TIPS`), the pytree deprecation
+    Lightning 2.6 triggers itself (in its own `_pytree.py`), and its caution about custom batch
+    samplers at prediction, which ours answers."""
     for name in ("pytorch_lightning.utilities.rank_zero", "lightning.pytorch.utilities.rank_zero"):
         logger = logging.getLogger(name)
         if not any(isinstance(f, _DropTips) for f in logger.filters):

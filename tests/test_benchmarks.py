@@ -93,3 +93,16 @@ def test_frozen_smoke(tiny_encoder, conll_dir, capsys, tmp_path):
     assert rows[0]["vs re-encoding"] == pytest.approx(1.0)
     # the same first step on both sides, up to the float16 rounding of the features
     assert rows[2]["first loss"] == pytest.approx(rows[0]["first loss"], rel=1e-3)
+
+
+def test_hf_recipe_smoke(tiny_encoder, tmp_path, conll_dir):
+    from benchmarks import hf_recipe
+
+    hf_recipe.main(["--smoke", "--seeds", "3", "--out", str(tmp_path), "--encoder", tiny_encoder])
+    result = json.loads((tmp_path / "seed-3.json").read_text())
+    assert result["seed"] == 3 and result["fit_s"] > 0
+    for split in ("dev", "test"):
+        scores = result[split]
+        assert 0.0 <= scores["f1"] <= 1.0
+        # 40 sentences of each split, every gold entity counted once
+        assert sum(scores[f"support_{t}"] for t in ("LOC", "MISC", "ORG", "PER")) > 0

@@ -1,23 +1,76 @@
-"""Every config file in configs/ parses and instantiates (run=False), so none can rot."""
+"""Every config file in configs/ and every `ner fit` command of the README instantiates
+(model, data and trainer built, nothing run), so neither can rot."""
 
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, tiny_sentences
 
 from ner.commands.lightning import CONFIGS_DIR, cli_for
 from ner.precision import auto_precision
 
-READY_RUNS = sorted(CONFIGS_DIR.glob("*.yaml"))
-PARTS = sorted(p for p in CONFIGS_DIR.rglob("*.yaml") if p.parent != CONFIGS_DIR)
+READY_RUNS = ["conll2003-minilm.yaml", "conll2003-bert-base.yaml"]
+CONLL_LABELS = ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
 
 
-def test_there_are_ready_runs_and_parts():
-    names = {p.name for p in READY_RUNS}
-    assert {"conll2003-minilm.yaml", "conll2003-bert-base.yaml", "trainer.yaml"} <= names
-    combiners = {p.stem for p in (CONFIGS_DIR / "combiner").glob("*.yaml")}
-    assert combiners == {"last", "second_to_last", "sum_last4", "concat_last4", "scalar_mix"}
+def readme_fit_commands() -> list[str]:
+    """The `ner fit ...` lines of the README's shell blocks."""
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    lines = [ln.split("  #")[0].strip() for block in blocks for ln in block.splitlines()]
+    return [ln for ln in lines if ln.startswith("ner fit ")]
+
+
+@pytest.fixture(scope="module")
+def hub_copy(tmp_path_factory):
+    """A local stand-in for the hub's CoNLL-2003 copy (no network here)."""
+    from datasets import DatasetDict
+    from test_dataset import hub_rows
+
+    rows = hub_rows(tiny_sentences(8, seed=2), docs=2)
+    path = tmp_path_factory.mktemp("hub") / "conll2003"
+    DatasetDict({"train": rows, "validation": rows, "test": rows}).save_to_disk(path)
+    return path
+
+
+def localise(args: list[str], conll_dir: Path, tiny_model_dir: Path, hub: Path) -> list[str]:
+    """The README's placeholders -> files that exist here; a hub encoder -> the tiny model."""
+    swap = {
+        "/path/to/conll2003": str(conll_dir),
+        "lhoestq/conll2003": str(hub),
+        "train.conll": str(conll_dir / "eng.train"),
+        "dev.conll": str(conll_dir / "eng.testa"),
+    }
+    args = [swap.get(a, a) for a in args if a != "--print_config"]
+    if any("bert-base" in a for a in args):  # not downloadable here
+        args += ["--model.encoder", str(tiny_model_dir), "--trainer.accelerator", "cpu"]
+    return args
+
+
+def test_the_readme_shows_the_compositions():
+    commands = readme_fit_commands()
+    assert "ner fit -c configs/conll2003-minilm.yaml" in commands
+    assert any("--data configs/data/" in c and "--model configs/encoder/" in c for c in commands)
+    assert len(commands) >= 8
+
+
+@pytest.mark.parametrize("command", readme_fit_commands())
+def test_every_readme_fit_command_instantiates(
+    command, conll_dir, tiny_model_dir, hub_copy, monkeypatch
+):
+    monkeypatch.chdir(ROOT)
+    args = localise(shlex.split(command)[2:], conll_dir, tiny_model_dir, hub_copy)
+    cli = cli_for(args)
+    assert cli.model.labels == CONLL_LABELS or "hub" in " ".join(args)
+    checkpoints = [c for c in cli.trainer.callbacks if type(c).__name__ == "ModelCheckpoint"]
+    run = args[args.index("--run") + 1] if "--run" in args else None
+    for callback in checkpoints:  # `run:` names the checkpoint folder
+        assert Path(callback.dirpath).parent.name == "checkpoints"
+        if run:
+            assert Path(callback.dirpath).name == run
 
 
 @pytest.mark.parametrize("combiner", sorted((CONFIGS_DIR / "combiner").glob("*.yaml")), ids=str)
@@ -29,15 +82,29 @@ def test_every_combiner_config_instantiates(combiner: Path, tiny_model_dir, tiny
     assert type(cli.model.combiner).__name__ in combiner.read_text()
 
 
-def test_offline_default_instantiates_with_the_bundled_encoder(conll_dir, tiny_model_dir):
+def test_every_config_file_is_used_by_a_ready_run_or_the_readme():
+    text = (ROOT / "README.md").read_text() + "".join(
+        (CONFIGS_DIR / name).read_text() for name in READY_RUNS
+    )
+    for path in CONFIGS_DIR.rglob("*.yaml"):
+        if path.parent.name == "combiner":
+            continue  # the combiner menu, each instantiated above
+        relative = path.relative_to(CONFIGS_DIR)
+        assert str(relative) in text or path.name in text, f"configs/{relative} is used nowhere"
+
+
+def test_offline_default_instantiates_with_the_bundled_encoder(conll_dir, monkeypatch):
+    monkeypatch.chdir(ROOT)
     cli = cli_for(["-c", str(CONFIGS_DIR / "conll2003-minilm.yaml")])
     assert cli.model.encoder.config.num_hidden_layers == 6
     assert cli.model.encoder.config.hidden_size == 384
-    assert cli.model.labels == [
-        "O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER",
-    ]  # fmt: skip
+    assert cli.model.labels == CONLL_LABELS
     assert cli.model.scheme == "IOB1"
     assert cli.trainer.precision == auto_precision("cpu")
+    assert cli.trainer.max_epochs == 3 and cli.trainer.gradient_clip_val == 1.0
+    dirs = {c.dirpath for c in cli.trainer.callbacks if type(c).__name__ == "ModelCheckpoint"}
+    assert dirs == {str(ROOT / "checkpoints" / "conll2003-minilm")}
+    assert cli.trainer.logger.name == "conll2003-minilm"
 
 
 def test_bert_base_config_parses_with_a_local_encoder(tiny_model_dir, tiny_corpus_dir):
@@ -45,8 +112,7 @@ def test_bert_base_config_parses_with_a_local_encoder(tiny_model_dir, tiny_corpu
     cli = cli_for(
         ["-c", str(CONFIGS_DIR / "conll2003-bert-base.yaml"),
          "--model.encoder", str(tiny_model_dir), "--data.data_dir", str(tiny_corpus_dir),
-         "--trainer.accelerator", "cpu",
-         "--trainer.precision", "32-true"]
+         "--trainer.accelerator", "cpu", "--trainer.precision", "32-true"]
     )  # fmt: skip
     assert type(cli.model.combiner).__name__ == "ConcatLayers"
     assert cli.model.head.classifier.in_features == 4 * 16

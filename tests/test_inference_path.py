@@ -147,3 +147,24 @@ def test_old_checkpoint_runs_through_ner_test(tmp_path, capsys, tiny_corpus_dir)
     )  # fmt: skip
     assert code == 0, err
     assert Path(tmp_path / "old.test-report.json").is_file() and "micro avg" in out
+
+
+def test_ner_test_on_hub_data_writes_every_prediction(context_run, tmp_path, capsys):
+    from datasets import DatasetDict
+    from test_dataset import hub_rows
+
+    sentences = tiny_sentences(9, seed=5)
+    rows = hub_rows(sentences, docs=3)
+    DatasetDict({"train": rows, "validation": rows, "test": rows}).save_to_disk(tmp_path / "hub")
+    code, out, err = run_ner(
+        ["test", "--ckpt_path", str(context_run["ckpt"]), "--data.hub_name", str(tmp_path / "hub"),
+         "--output", str(tmp_path / "report"), "--trainer.enable_progress_bar", "false"],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    report = json.loads((tmp_path / "report" / "last.test-report.json").read_text())
+    assert report["test_file"] == f"{tmp_path / 'hub'}[test]"
+    blocks = (tmp_path / "report" / "last.test-predictions.txt").read_text().strip().split("\n\n")
+    assert len(blocks) == 9  # the -DOCSTART- rows are document marks, not sentences
+    gold = [[line.split()[1] for line in block.splitlines()] for block in blocks]
+    assert gold == [[t for _, t in s] for s in sentences]  # hub tags written as IOB2
