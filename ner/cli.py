@@ -22,12 +22,14 @@ LIGHTNING = "ner.commands.lightning"
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `ner` console command: a one-line error and exit 2 for bad input."""
     words = sys.argv[1:] if argv is None else list(argv)
-    silence()
     try:
         if words[:1] and words[0] in COMMANDS:
-            sys.exit(importlib.import_module(COMMANDS[words[0]]).main(words[1:]))
-        # None: LightningCLI reads sys.argv itself (and does not warn about it)
-        importlib.import_module(LIGHTNING).main(argv)
+            command = importlib.import_module(COMMANDS[words[0]])
+            silence()  # after the imports: a library's own filters must not take precedence
+            sys.exit(command.main(words[1:]))
+        command = importlib.import_module(LIGHTNING)
+        silence()
+        command.main(argv)  # None: LightningCLI reads sys.argv itself (and does not warn)
     except NERError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -8,10 +8,11 @@ Every source ends in the same columns, one row a sentence in document order: `to
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ner import alignment
@@ -173,6 +174,23 @@ def _align_batch(batch, tokenizer, settings: WindowSettings):
     return alignment.align_rows(tokenizer, batch["tokens"], batch["doc_id"], settings)
 
 
+PROGRESS_ROWS = 5000
+
+
+@contextlib.contextmanager
+def _progress_bar(show: bool) -> Iterator[None]:
+    from datasets.utils import logging
+
+    enabled = logging.is_progress_bar_enabled()
+    if enabled and not show:
+        logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled and not show:
+            logging.enable_progress_bar()
+
+
 def tokenize_dataset(dataset, tokenizer, settings: WindowSettings, cache_dir: str | None = None):
     """Add `input_ids`, `piece_word` (`[windows][pieces]`), `num_pieces`, `zero_piece_words`.
 
@@ -201,15 +219,17 @@ def tokenize_dataset(dataset, tokenizer, settings: WindowSettings, cache_dir: st
     features["piece_word"] = List(List(Value("int32")))
     features["num_pieces"] = Value("int32")
     features["zero_piece_words"] = Value("int32")
-    return dataset.map(
-        _align_batch,
-        batched=True,
-        # context needs whole documents: one batch then (NER splits are small: CoNLL-2003 train is
-        # 14k sentences, a few MB of ids); without context any cut between rows is fine
-        batch_size=None if settings.context_pieces > 0 else 1000,
-        fn_kwargs={"tokenizer": tokenizer, "settings": settings},
-        features=features,
-        new_fingerprint=fingerprint,
-        cache_file_name=cache_file,
-        desc="Aligning word pieces",
-    )
+    # a bar is worth showing for a corpus that takes seconds, not for a few lines to tag
+    with _progress_bar(len(dataset) >= PROGRESS_ROWS):
+        return dataset.map(
+            _align_batch,
+            batched=True,
+            # context needs whole documents: one batch then (NER splits are small: CoNLL-2003
+            # train is 14k sentences, a few MB of ids); without context any cut is fine
+            batch_size=None if settings.context_pieces > 0 else 1000,
+            fn_kwargs={"tokenizer": tokenizer, "settings": settings},
+            features=features,
+            new_fingerprint=fingerprint,
+            cache_file_name=cache_file,
+            desc="Aligning word pieces",
+        )

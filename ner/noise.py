@@ -33,3 +33,7 @@ def silence() -> None:
         message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
         module=r"pytorch_lightning",
     )
+    # our batch sampler yields every index at prediction (tests/test_datamodule.py)
+    warnings.filterwarnings(
+        "ignore", message=r"You are using a custom batch sampler `LengthBucketSampler`"
+    )

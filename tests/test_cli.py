@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import write_tiny_corpus
+from conftest import ROOT, write_tiny_corpus
 from seqeval.metrics import f1_score
 
 from ner.cli import main
@@ -431,3 +431,32 @@ def test_user_defined_combiner_trains_through_the_cli(tmp_path, tiny_model_dir, 
     tagger = load_tagger(last, extra_classes=[MaxOfLayers])
     assert tagger.combiner.layers == [0, -1]
     assert torch.equal(tagger.head.classifier.weight, cli.model.head.classifier.weight)
+
+
+NOISE = ("LOAD REPORT", "Tip:", "LeafSpec", "FLOPs", "TPU available", "custom batch sampler")
+
+
+def test_runs_print_no_known_library_noise(tmp_path, tiny_model_dir, tiny_corpus_dir):
+    """`ner fit` and `ner test` as a user runs them: no library adverts or harmless warnings,
+    and the test scores printed once (not Lightning's table as well)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    fit = subprocess.run(
+        [sys.executable, "-m", "ner.cli", "fit", "-c", str(ROOT / "configs" / "trainer.yaml"),
+         "--model.encoder", str(tiny_model_dir), "--data.data_dir", str(tiny_corpus_dir),
+         "--trainer.max_epochs", "1", "--run", "quiet", "--trainer.enable_progress_bar", "false"],
+        capture_output=True, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert fit.returncode == 0, fit.stderr
+    ckpt = tmp_path / "checkpoints" / "quiet" / "best.ckpt"
+    test = subprocess.run(
+        [sys.executable, "-m", "ner.cli", "test", "--ckpt_path", str(ckpt),
+         "--data.test_file", str(tiny_corpus_dir / "test.txt"),
+         "--trainer.enable_progress_bar", "false"],
+        capture_output=True, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert test.returncode == 0, test.stderr
+    for output in (fit.stdout + fit.stderr, test.stdout + test.stderr):
+        assert not [n for n in NOISE if n in output], output
+    assert "model: BertModel (3 x 16) -> LastLayer" in fit.stderr
+    assert test.stdout.count("micro avg") == 1 and "test/f1" not in test.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoints", "runs"]  # no litter
