@@ -99,6 +99,7 @@ def build_cache(args, train_file: Path, cache_dir: Path) -> tuple[float, int, li
     from ner.feature_cache import FeatureCache
 
     data, tagger = frozen_run(args, train_file, cache_dir)
+    data.use_model(tagger)  # its window settings and word features, as `ner fit` does
     data.setup("fit")
     layers = tagger.combiner.layer_indices(tagger.encoder.config.num_hidden_layers)
     cache = FeatureCache(tagger.encoder, layers, precision="32-true", log=lambda _: None)

@@ -51,6 +51,7 @@ def export_hf(tagger, directory: Path) -> bool:
         and not tagger.head.crf
         and isinstance(tagger.combiner, LastLayer)
         and tagger.pooling.mode == "first"
+        and tagger.word_features is None
     )
     if plain:
         model.classifier.load_state_dict(tagger.head.classifier.state_dict())

@@ -49,6 +49,7 @@ def run_ours(sentences, args, bf16: bool, workdir: Path, warmup: int, steps: int
         seed=args.seed,
         cache_dir=str(workdir / "cache"),
     )
+    data.use_model(tagger)  # its window settings and word features, as `ner fit` does
     data.setup("fit")
     tagger.train()
     optimizer = tagger.optimizer()  # the same (fused) AdamW as `ner fit`

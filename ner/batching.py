@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,11 +12,16 @@ import torch
 from torch import Tensor
 from torch.utils.data import Sampler
 
+from ner.shapes import byte_ids, shape_ids
 
-def collate(rows: list[dict[str, Any]], pad_id: int = 0) -> dict[str, Tensor]:
+
+def collate(
+    rows: list[dict[str, Any]], pad_id: int = 0, word_inputs: Sequence[str] = ()
+) -> dict[str, Tensor]:
     """One batch (docs/design.md) from tokenized rows (`input_ids`, `piece_word`, `ner_tags`,
     optional `sent_id`, optional stored `features`), padded to this batch's longest window and
-    sentence only."""
+    sentence only. `word_inputs` (`word_shape`, `word_chars`) are computed from the rows'
+    `tokens` for a model's word features."""
     num_words = max(len(r["ner_tags"]) for r in rows)  # W
     windows = [
         (b, ids, pw)
@@ -50,7 +56,33 @@ def collate(rows: list[dict[str, Any]], pad_id: int = 0) -> dict[str, Tensor]:
                 features[k, j, : len(states)] = states
         batch["features"] = torch.from_numpy(features)  # [K, R, P, H] float16
         batch["feature_layers"] = torch.tensor(rows[0]["feature_layers"])  # [K]
+    for name in word_inputs:
+        batch[name] = WORD_INPUTS[name]([r["tokens"] for r in rows], num_words)
     return batch
+
+
+def _word_shapes(tokens: list[list[str]], num_words: int) -> Tensor:
+    shapes = torch.zeros(len(tokens), num_words, dtype=torch.long)  # [B, W], 0 pads
+    for b, words in enumerate(tokens):
+        shapes[b, : len(words)] = torch.tensor(shape_ids(words), dtype=torch.long)
+    return shapes
+
+
+def _word_chars(tokens: list[list[str]], num_words: int) -> Tensor:
+    ids = [[byte_ids(w) for w in words] for words in tokens]
+    longest = max((len(w) for words in ids for w in words), default=1)
+    chars = torch.zeros(len(tokens), num_words, longest, dtype=torch.long)  # [B, W, bytes]
+    for b, words in enumerate(ids):
+        for w, word in enumerate(words):
+            chars[b, w, : len(word)] = torch.tensor(word, dtype=torch.long)
+    return chars
+
+
+# per-word inputs a model's word features may ask for (`WordFeatures.inputs`)
+WORD_INPUTS: dict[str, Callable[[list[list[str]], int], Tensor]] = {
+    "word_shape": _word_shapes,  # [B, W] casing class ids (ner.shapes.SHAPES)
+    "word_chars": _word_chars,  # [B, W, bytes] UTF-8 byte ids + 1, 0 pads
+}
 
 
 def batches_by_length(

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch.distributed as dist
-from pytorch_lightning.callbacks import BasePredictionWriter
+from pytorch_lightning.callbacks import BasePredictionWriter, Callback
+from pytorch_lightning.utilities import rank_zero_info
+from pytorch_lightning.utilities.model_summary import get_human_readable_count
 
 from ner.outputs import check_format, write_predictions
 
@@ -30,3 +32,28 @@ class PredictionFileWriter(BasePredictionWriter):
         inp = self.datamodule.predict_input
         tagged = [by_id[i] for i in range(len(inp.passages))]
         write_predictions(inp.passages, tagged, self.fmt, self.output, inp.corpus, inp.name)
+
+
+def describe(model) -> str:
+    """One line: a tagger's pipeline parts and parameter counts."""
+    config = model.encoder.config
+    total = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    parts = [
+        f"{type(model.encoder).__name__} ({config.num_hidden_layers} x {config.hidden_size})",
+        type(model.combiner).__name__,
+        f"{model.pooling.mode} piece",
+        type(model.head).__name__ + (" + CRF" if model.head.crf else ""),
+    ]
+    if model.word_features is not None:
+        parts.insert(3, f"+ word features ({model.word_features.output_dim()})")
+    count = get_human_readable_count
+    return f"{' -> '.join(parts)}: {count(total)} parameters, {count(trainable)} trained"
+
+
+class PipelineSummary(Callback):
+    """At the start of training, one line on the model (instead of Lightning's summary table,
+    whose FLOP count reads 0 for this model and whose size estimate ignores bf16)."""
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        rank_zero_info(f"model: {describe(pl_module)}")

@@ -28,7 +28,7 @@ from ner.errors import NERError
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
-MODULE_ARGS = ("combiner", "pooling", "head")
+MODULE_ARGS = ("combiner", "pooling", "head", "word_features")  # word_features may be None
 # Plain hyperparameters copied from the tagger; anything else in a checkpoint is ignored.
 SCALAR_ARGS = (
     "freeze_encoder",
@@ -42,8 +42,10 @@ SCALAR_ARGS = (
 )
 
 
-def module_spec(module: nn.Module) -> dict[str, Any]:
+def module_spec(module: nn.Module | None) -> dict[str, Any] | None:
     """`{"class_path", "init_args"}` of a pluggable module, read from same-named attributes."""
+    if module is None:
+        return None
     cls = type(module)
     init_args = {}
     for name in list(inspect.signature(cls.__init__).parameters)[1:]:
@@ -59,8 +61,12 @@ def module_spec(module: nn.Module) -> dict[str, Any]:
     return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": init_args}
 
 
-def build_module(spec: dict[str, Any], field: str, extra_classes: Sequence[type] = ()) -> nn.Module:
+def build_module(
+    spec: dict[str, Any] | None, field: str, extra_classes: Sequence[type] = ()
+) -> nn.Module | None:
     """Rebuild a module from its spec, importing only classes of `ner` or `extra_classes`."""
+    if spec is None:
+        return None
     class_path = str(spec.get("class_path", ""))
     allowed = {f"{c.__module__}.{c.__qualname__}": c for c in extra_classes}
     if class_path in allowed:
@@ -150,7 +156,8 @@ def tagger_kwargs(section: dict[str, Any], extra_classes: Sequence[type] = ()) -
         labels=list(section["labels"]),
         pretrained=False,
         **{
-            name: build_module(section["modules"][name], name, extra_classes)
+            # a checkpoint older than word features has none
+            name: build_module(section["modules"].get(name), name, extra_classes)
             for name in MODULE_ARGS
         },
     )

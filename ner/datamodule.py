@@ -87,6 +87,7 @@ class NERDataModule(pl.LightningDataModule):
         self._feature_stores: dict[str, Any] = {}
         self._labels: list[str] | None = list(labels) if labels else None
         self._tokenizer = None
+        self.word_inputs: tuple[str, ...] = ()  # per-word inputs the model's features read
         self._settings = self._model_settings = None  # WindowSettings, resolved / the model's
 
     @property
@@ -112,6 +113,7 @@ class NERDataModule(pl.LightningDataModule):
         trains = self.splits.has("train")
         if self._labels is None and not trains and getattr(model, "labels", None):
             self._labels = list(model.labels)
+        self.word_inputs = tuple(getattr(model, "word_inputs", ()))
         settings = getattr(model, "window_settings", None)
         if settings != self._model_settings:
             self._model_settings = settings
@@ -235,6 +237,7 @@ class NERDataModule(pl.LightningDataModule):
         if split not in self.datasets:
             return []  # type: ignore[return-value]  # Lightning skips a loop with no loader
         columns = ["input_ids", "piece_word", "ner_tags", "sent_id"]
+        columns += ["tokens"] if self.word_inputs else []
         data = self.datasets[split].select_columns(columns)
         pad_id = self.tokenizer.pad_token_id or 0
         if self.feature_cache is not None and split != "predict":
@@ -247,7 +250,7 @@ class NERDataModule(pl.LightningDataModule):
         return DataLoader(
             data,
             batch_sampler=self.sampler(split),
-            collate_fn=partial(collate, pad_id=pad_id),
+            collate_fn=partial(collate, pad_id=pad_id, word_inputs=self.word_inputs),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )

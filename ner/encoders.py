@@ -88,3 +88,12 @@ def window_length(tokenizer, positions: int | None, max_length: int | None = Non
         return int(max_length)
     limit = min(int(tokenizer.model_max_length), MAX_WINDOW)
     return min(limit, positions) if positions else limit
+
+
+def is_uncased(tokenizer) -> bool:
+    """True if the tokenizer throws case away (`do_lower_case`, a lower-casing normalizer):
+    asked of its behaviour, so every tokenizer kind answers the same way."""
+    words = ["Paris", "EU", "McDonald"]
+    cased = tokenizer(words, add_special_tokens=False)["input_ids"]
+    lowered = tokenizer([w.lower() for w in words], add_special_tokens=False)["input_ids"]
+    return cased == lowered

@@ -32,6 +32,7 @@ class Tagger(Protocol):
     tokenizer: Any
     labels: list[str]
     window_settings: WindowSettings
+    word_inputs: tuple[str, ...]  # per-word batch inputs of its word features
     head: Any  # `.decode(emissions, word_mask) -> (tags, scores)`
 
     def __call__(self, batch: dict[str, Tensor]) -> Tensor: ...
@@ -101,7 +102,13 @@ def map_batches(
     for chunk, chunk_ids in _chunks(sentences, doc_ids, chunk_size):
         aligned = align_rows(model.tokenizer, chunk, chunk_ids, settings)
         rows = [
-            {"input_ids": ids, "piece_word": pw, "ner_tags": [-100] * len(words), "sent_id": i}
+            {
+                "input_ids": ids,
+                "piece_word": pw,
+                "ner_tags": [-100] * len(words),
+                "sent_id": i,
+                "tokens": words,
+            }
             for i, (ids, pw, words) in enumerate(
                 zip(aligned["input_ids"], aligned["piece_word"], chunk, strict=True)
             )
@@ -111,7 +118,7 @@ def map_batches(
         results: list[Any] = [None] * len(rows)
         with torch.inference_mode(), autocast(device, bf16):
             for indices in batches_by_length(lengths, batch_size, budget, windows):
-                batch = collate([rows[i] for i in indices], pad_id)
+                batch = collate([rows[i] for i in indices], pad_id, model.word_inputs)
                 batch = {k: v.to(device) for k, v in batch.items()}
                 for i, result in zip(indices, fn(batch), strict=True):
                     results[i] = result

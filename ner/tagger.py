@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities import rank_zero_info
-from pytorch_lightning.utilities.model_summary import get_human_readable_count
 from torch import Tensor
 
 from ner import checkpoint
 from ner.alignment import WindowSettings
 from ner.combiners import LastLayer, LayerCombiner, ScalarMix
-from ner.encoders import BUNDLED_ENCODER, load_encoder, load_tokenizer, window_length
+from ner.encoders import BUNDLED_ENCODER, is_uncased, load_encoder, load_tokenizer, window_length
 from ner.errors import NERError
 from ner.feature_cache import FeatureCache
 from ner.heads import LinearHead, TaggingHead
@@ -23,6 +22,7 @@ from ner.inference import decode_batch, predict_entities
 from ner.metrics import EntityF1
 from ner.optim import adamw, parameter_groups
 from ner.pooling import WordPooling
+from ner.word_features import WordFeatures
 
 
 class NERTagger(pl.LightningModule):
@@ -35,6 +35,7 @@ class NERTagger(pl.LightningModule):
         combiner: LayerCombiner | None = None,
         pooling: WordPooling | None = None,
         head: TaggingHead | None = None,
+        word_features: WordFeatures | Literal["auto"] | None = "auto",
         freeze_encoder: bool = False,
         cache_features: bool = True,
         encoder_lr: float = 5e-5,
@@ -51,6 +52,8 @@ class NERTagger(pl.LightningModule):
         combiner: hidden-state tuple -> one vector per piece (default: the last layer).
         pooling: pieces -> words (default: the first piece).
         head: word vectors -> emissions, loss, decoding (default: linear).
+        word_features: per-word features added to the word vectors (`ner.word_features`);
+            "auto": a casing embedding where the encoder is uncased, none where it is cased.
         freeze_encoder: feature-based training (only combiner and head learn).
         cache_features: with a frozen encoder, encode each corpus once and read its hidden
             states back from disk (`ner.feature_cache`).
@@ -64,7 +67,7 @@ class NERTagger(pl.LightningModule):
         super().__init__()
         if not labels:
             raise NERError("needs the label set (the data module provides it)", path="model.labels")
-        self.save_hyperparameters(ignore=["combiner", "pooling", "head"])
+        self.save_hyperparameters(ignore=["combiner", "pooling", "head", "word_features"])
         self.labels = list(labels)
         self.scheme, self.metric_mode = scheme, metric_mode
         self.freeze_encoder, self.cache_features = freeze_encoder, cache_features
@@ -72,12 +75,7 @@ class NERTagger(pl.LightningModule):
         self.weight_decay, self.warmup_ratio = weight_decay, warmup_ratio
 
         self._build_encoder(encoder, pretrained)
-        self.combiner = combiner if combiner is not None else LastLayer()
-        self.pooling = pooling if pooling is not None else WordPooling()
-        self.head = head if head is not None else LinearHead()
-        config = self.encoder.config
-        dim = self.combiner.bind(config.num_hidden_layers, config.hidden_size)
-        self.head.bind(self.pooling.output_dim(dim), self.labels)
+        self._build_parts(combiner, pooling, head, word_features)
         self.val_metric = EntityF1(self.labels, mode=metric_mode)
         self.test_metric = EntityF1(self.labels, mode=metric_mode)
         self.test_predictions: dict[int, list[str]] = {}
@@ -94,6 +92,20 @@ class NERTagger(pl.LightningModule):
         # replaced by the data module's settings when training starts, or by a checkpoint's
         positions = getattr(self.encoder.config, "max_position_embeddings", None)
         self.window_settings = WindowSettings(window_length(self.tokenizer, positions))
+
+    def _build_parts(self, combiner, pooling, head, word_features) -> None:
+        self.combiner = combiner if combiner is not None else LastLayer()
+        self.pooling = pooling if pooling is not None else WordPooling()
+        self.head = head if head is not None else LinearHead()
+        if word_features == "auto":
+            word_features = WordFeatures() if is_uncased(self.tokenizer) else None
+        self.word_features = word_features
+        config = self.encoder.config
+        dim = self.pooling.output_dim(
+            self.combiner.bind(config.num_hidden_layers, config.hidden_size)
+        )
+        extra = word_features.output_dim() if word_features is not None else 0
+        self.head.bind(dim + extra, self.labels)
 
     def train(self, mode: bool = True) -> NERTagger:
         super().train(mode)
@@ -127,7 +139,16 @@ class NERTagger(pl.LightningModule):
         pieces = self.combiner(hidden, batch["attention_mask"])  # [rows, pieces, dim]
         sentences, words = batch["word_mask"].shape
         vectors = self.pooling(pieces, batch["piece_word"], sentences * words)  # [B*W, dim']
-        return vectors.view(sentences, words, vectors.shape[-1])  # [batch, words, dim']
+        vectors = vectors.view(sentences, words, vectors.shape[-1])  # [batch, words, dim']
+        if self.word_features is None:
+            return vectors
+        features = self.word_features(batch).to(vectors.dtype)  # [batch, words, F]
+        return torch.cat([vectors, features], dim=-1)  # [batch, words, dim' + F]
+
+    @property
+    def word_inputs(self) -> tuple[str, ...]:
+        """The per-word batch inputs the word features read (the data module collates them)."""
+        return self.word_features.inputs if self.word_features is not None else ()
 
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
         """Emissions `[batch, words, labels]` for a batch made by `ner.batching.collate`."""
@@ -150,23 +171,6 @@ class NERTagger(pl.LightningModule):
                 log=rank_zero_info,
             )
             datamodule.use_feature_cache(cache)
-
-    def describe(self) -> str:
-        """One line: the pipeline's parts and parameter counts."""
-        config = self.encoder.config
-        total = sum(p.numel() for p in self.parameters())
-        trainable = sum(p.numel() for p in self.parameters() if p.requires_grad)
-        parts = [
-            f"{type(self.encoder).__name__} ({config.num_hidden_layers} x {config.hidden_size})",
-            type(self.combiner).__name__,
-            f"{self.pooling.mode} piece",
-            type(self.head).__name__ + (" + CRF" if self.head.crf else ""),
-        ]
-        count = get_human_readable_count
-        return f"{' -> '.join(parts)}: {count(total)} parameters, {count(trainable)} trained"
-
-    def on_fit_start(self) -> None:
-        rank_zero_info(f"model: {self.describe()}")
 
     # ---- steps -------------------------------------------------------------------------------
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:

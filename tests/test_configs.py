@@ -115,4 +115,5 @@ def test_bert_base_config_parses_with_a_local_encoder(tiny_model_dir, tiny_corpu
          "--trainer.accelerator", "cpu", "--trainer.precision", "32-true"]
     )  # fmt: skip
     assert type(cli.model.combiner).__name__ == "ConcatLayers"
-    assert cli.model.head.classifier.in_features == 4 * 16
+    # the tiny tokenizer lower-cases: casing features (16) join the 4 concatenated layers
+    assert cli.model.head.classifier.in_features == 4 * 16 + 16

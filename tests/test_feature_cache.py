@@ -142,6 +142,7 @@ def test_cached_batches_match_computed_ones(tiny_model_dir, tiny_corpus_dir, tmp
     data.setup("fit")
     tagger = frozen_tagger(tiny_model_dir, data.labels, combiner=ConcatLayers([-2, -1]))
     tagger.eval()
+    data.use_model(tagger)  # its casing features need the words' shapes in every batch
     computed = list(data.val_dataloader())
     data.use_feature_cache(FeatureCache(tagger.encoder, [2, 3], log=Logged()))
     cached = list(data.val_dataloader())

@@ -67,6 +67,7 @@ def test_ner_test_and_tagger_predict_give_the_same_emissions_with_context(contex
             for sent, e in zip(batch["sent_id"].tolist(), emissions(cli.model)(batch), strict=True):
                 through_test[sent] = e
     tagger = load_tagger(context_run["ckpt"])
+    assert tagger.word_inputs == ("word_shape",)  # trained with casing features (auto, uncased)
     corpus = data.corpus("test")
     words = [s.words for s in corpus.sentences]
     doc_ids = [d for d, doc in enumerate(corpus.documents) for _ in doc.sentences]

@@ -13,13 +13,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ner"
 
 LAYERS = [
     ["errors"],
-    ["files", "precision", "schemes", "noise"],
+    ["files", "precision", "schemes", "noise", "shapes"],
     ["reader", "text", "encoders"],
     ["inputs", "alignment"],
     ["outputs", "dataset", "batching", "stats"],
     ["feature_cache", "splits"],
     ["datamodule"],
-    ["combiners", "pooling", "crf", "metrics", "optim"],
+    ["combiners", "pooling", "crf", "metrics", "optim", "word_features"],
     ["heads"],
     ["checkpoint", "inference"],
     ["tagger"],

@@ -89,9 +89,13 @@ def test_tiny_model_overfits_twenty_sentences(tiny_model_dir, tiny_corpus_dir, c
 
 def test_forward_shapes(tiny_model_dir, tiny_corpus_dir):
     data = make_data(tiny_model_dir, tiny_corpus_dir, batch_size=4)
+    tagger = make_tagger(
+        tiny_model_dir, ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+    )
+    data.use_model(tagger)  # its casing features need the words' shapes in every batch
     data.setup("fit")
     batch = next(iter(data.train_dataloader()))
-    tagger = make_tagger(tiny_model_dir, data.labels)
+    assert batch["word_shape"].shape == batch["word_mask"].shape
     emissions = tagger(batch)
     assert emissions.shape == (*batch["word_mask"].shape, len(data.labels))
     assert torch.isfinite(emissions).all()

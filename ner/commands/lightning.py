@@ -15,7 +15,7 @@ from jsonargparse import Namespace
 from pytorch_lightning.cli import LightningCLI
 
 from ner.callbacks import PredictionFileWriter
-from ner.checkpoint import module_spec, read_checkpoint, tagger_kwargs
+from ner.checkpoint import MODULE_ARGS, module_spec, read_checkpoint, tagger_kwargs
 from ner.datamodule import NERDataModule
 from ner.metrics import format_report
 from ner.outputs import write_test_outputs
@@ -24,7 +24,6 @@ from ner.tagger import NERTagger, restore
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
 CKPT_SUBCOMMANDS = ("validate", "test", "predict")
-MODULE_ARGS = ("combiner", "pooling", "head")
 WINDOW_ARGS = ("max_length", "stride", "context_pieces")
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
 CHECKPOINT_CLASSES = ("ModelCheckpoint",)
@@ -60,7 +59,7 @@ def from_checkpoint(config: Namespace, section: dict[str, Any]) -> None:
     kwargs = tagger_kwargs(section)
     kwargs.pop("metric_mode")  # an evaluation choice, left to the command line
     for name, value in kwargs.items():
-        if name in MODULE_ARGS:
+        if name in MODULE_ARGS and value is not None:
             spec = module_spec(value)
             value = Namespace(
                 class_path=spec["class_path"], init_args=Namespace(**spec["init_args"])
