@@ -15,6 +15,7 @@ from ner.noise import silence
 COMMANDS = {
     "inspect": "ner.commands.inspect",
     "tag": "ner.commands.tag",
+    "seeds": "ner.commands.seeds",
 }
 LIGHTNING = "ner.commands.lightning"
 

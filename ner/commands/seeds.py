@@ -1,0 +1,86 @@
+"""`ner seeds`: one config over several seeds, each scored on dev (and with `--test` on test),
+summarised as mean ± std, so no result rests on one seed.
+
+    ner seeds -c configs/conll2003-minilm.yaml --seeds 1 2 3 [--test] [--run NAME] [fit options]
+
+Seed S trains with `--seed_everything S` (which also orders the batches) into
+`checkpoints/NAME/seed-S/`; its `best.ckpt` is evaluated with `ner test` on the dev file (reports
+in `seed-S/dev/`) and, with `--test`, on the test file (`seed-S/test/`). The table and the
+figures go to `runs/NAME/seeds.md` and `seeds.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from ner.commands.lightning import run_lightning
+from ner.errors import NERError
+from ner.files import atomic_write
+from ner.seeds import markdown, summary
+
+
+def parser() -> argparse.ArgumentParser:
+    """The options of `ner seeds` (any other option goes to `ner fit`)."""
+    p = argparse.ArgumentParser(prog="ner seeds", description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--test", action="store_true", help="also score test (report it once)")
+    p.add_argument("--run", help="name of the run (default: the first config file's name)")
+    return p
+
+
+def _run_name(args: argparse.Namespace, fit_args: list[str]) -> str:
+    if args.run:
+        return args.run
+    for flag, value in zip(fit_args, fit_args[1:], strict=False):
+        if flag in ("-c", "--config"):
+            return Path(value).stem
+    return "seeds"
+
+
+def _evaluate(ckpt: Path, data_file: str, out: Path) -> dict[str, Any]:
+    run_lightning(
+        ["test", "--ckpt_path", str(ckpt), "--data.test_file", data_file, "--output", str(out),
+         "--trainer.enable_progress_bar", "false"]
+    )  # fmt: skip
+    return json.loads((out / f"{ckpt.stem}.test-report.json").read_text())["metrics"]
+
+
+def one_seed(seed: int, name: str, fit_args: list[str], test: bool) -> dict[str, Any]:
+    """Train and score one seed; its dev (and test) report and fit wall time."""
+    started = time.perf_counter()
+    cli = run_lightning(
+        ["fit", *fit_args, "--seed_everything", str(seed), "--run", f"{name}/seed-{seed}"]
+    )
+    fit_s = time.perf_counter() - started
+    files = cli.datamodule.files
+    if not files.get("val") or (test and not files.get("test")):
+        raise NERError("ner seeds scores dev and test files; give --data.val_file/test_file")
+    best = Path(cli.trainer.checkpoint_callback.best_model_path or "")
+    if not best.is_file():
+        raise NERError("the run saved no best.ckpt (no validation ran)", path=str(best))
+    result = {"seed": seed, "fit_s": fit_s, "checkpoint": str(best)}
+    result["dev"] = _evaluate(best, files["val"], best.parent / "dev")
+    if test:
+        result["test"] = _evaluate(best, files["test"], best.parent / "test")
+    return result
+
+
+def main(argv: list[str]) -> int:
+    """Run every seed, then write and print the summary."""
+    args, fit_args = parser().parse_known_args(argv)
+    name = _run_name(args, fit_args)
+    runs = [one_seed(seed, name, fit_args, args.test) for seed in args.seeds]
+    out = Path("runs") / name
+    out.mkdir(parents=True, exist_ok=True)
+    table = markdown(name, runs)
+    with atomic_write(out / "seeds.json") as handle:
+        json.dump({"runs": runs, "summary": summary(runs), "fit_args": fit_args}, handle, indent=2)
+    with atomic_write(out / "seeds.md") as handle:
+        handle.write(table + "\n")
+    print(table)
+    print(f"summary: {out / 'seeds.md'}")
+    return 0

@@ -1,0 +1,67 @@
+"""`ner seeds`: several seeds of one config, each scored on dev, summarised as mean ± std."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import ROOT
+from test_cli import run_ner
+
+from ner.seeds import markdown, mean_std, summary
+
+
+def report(f1: float, per: float) -> dict:
+    return {"f1": f1, "f1_LOC": per, "f1_PER": 1.0}
+
+
+def test_mean_and_sample_std_by_hand():
+    assert mean_std([0.5]) == (0.5, 0.0)
+    mean, std = mean_std([1.0, 2.0, 4.0])
+    assert mean == pytest.approx(7 / 3)
+    # sample variance: ((1-7/3)^2 + (2-7/3)^2 + (4-7/3)^2) / 2 = 14/9 / ... = 2.3333
+    assert std == pytest.approx(((16 / 9 + 1 / 9 + 25 / 9) / 2) ** 0.5)
+
+
+def test_summary_and_table_of_three_seeds():
+    runs = [
+        {"seed": s, "fit_s": 10.0 * s, "dev": report(f, 0.5), "test": report(f - 0.1, 0.4)}
+        for s, f in ((1, 0.90), (2, 0.92), (3, 0.94))
+    ]
+    stats = summary(runs)
+    assert stats["seeds"] == [1, 2, 3]
+    assert stats["dev"]["f1"] == pytest.approx((92.0, 2.0))
+    assert stats["test"]["f1_LOC"] == pytest.approx((40.0, 0.0))
+    table = markdown("exp", runs).splitlines()
+    assert (
+        table[0]
+        == "| run | seed | dev F1 | dev LOC | dev PER | test F1 | test LOC | test PER | fit s |"
+    )
+    assert table[2] == "| exp | 1 | 90.00 | 50.00 | 100.00 | 80.00 | 40.00 | 100.00 | 10 |"
+    assert table[-1] == (
+        "| exp | mean ± std | 92.00 ± 2.00 | 50.00 ± 0.00 | 100.00 ± 0.00 | 82.00 ± 2.00 "
+        "| 40.00 ± 0.00 | 100.00 ± 0.00 | 20 ± 10 |"
+    )
+    assert "test" not in summary([{k: v for k, v in r.items() if k != "test"} for r in runs])
+
+
+def test_ner_seeds_trains_and_scores_each_seed(
+    tmp_path, tiny_model_dir, tiny_corpus_dir, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_ner(
+        ["seeds", "--seeds", "1", "2", "--run", "tiny",
+         "-c", str(ROOT / "configs" / "trainer.yaml"), "--model.encoder", str(tiny_model_dir),
+         "--data.data_dir", str(tiny_corpus_dir), "--trainer.max_epochs", "2",
+         "--trainer.enable_progress_bar", "false"],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    saved = json.loads((tmp_path / "runs" / "tiny" / "seeds.json").read_text())
+    assert [r["seed"] for r in saved["runs"]] == [1, 2]
+    for run in saved["runs"]:
+        ckpt = tmp_path / "checkpoints" / "tiny" / f"seed-{run['seed']}" / "best.ckpt"
+        assert run["checkpoint"].endswith(str(ckpt.relative_to(tmp_path)))
+        dev = json.loads((ckpt.parent / "dev" / "best.test-report.json").read_text())
+        assert dev["metrics"]["f1"] == run["dev"]["f1"] and "test" not in run
+    assert "mean ± std" in out and (tmp_path / "runs" / "tiny" / "seeds.md").is_file()
