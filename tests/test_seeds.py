@@ -65,3 +65,16 @@ def test_ner_seeds_trains_and_scores_each_seed(
         dev = json.loads((ckpt.parent / "dev" / "best.test-report.json").read_text())
         assert dev["metrics"]["f1"] == run["dev"]["f1"] and "test" not in run
     assert "mean ± std" in out and (tmp_path / "runs" / "tiny" / "seeds.md").is_file()
+    # run again: every seed is read back from its seed.json, nothing is trained
+    import ner.commands.seeds as seeds
+
+    monkeypatch.setattr(seeds, "_train_and_score", lambda *a: pytest.fail("trained again"))
+    code, again, err = run_ner(
+        ["seeds", "--seeds", "1", "2", "--run", "tiny",
+         "-c", str(ROOT / "configs" / "trainer.yaml"), "--model.encoder", str(tiny_model_dir),
+         "--data.data_dir", str(tiny_corpus_dir), "--trainer.max_epochs", "2",
+         "--trainer.enable_progress_bar", "false"],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    assert again.splitlines()[-2] == out.splitlines()[-2]  # the same mean ± std row

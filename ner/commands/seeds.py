@@ -6,7 +6,8 @@ summarised as mean ± std, so no result rests on one seed.
 Seed S trains with `--seed_everything S` (which also orders the batches) into
 `checkpoints/NAME/seed-S/`; its `best.ckpt` is evaluated with `ner test` on the dev file (reports
 in `seed-S/dev/`) and, with `--test`, on the test file (`seed-S/test/`). The table and the
-figures go to `runs/NAME/seeds.md` and `seeds.json`.
+figures go to `runs/NAME/seeds.md` and `seeds.json`. A seed finished before with the same
+options (`seed-S/seed.json`) is read back, so an interrupted sweep resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -50,7 +51,20 @@ def _evaluate(ckpt: Path, data_file: str, out: Path) -> dict[str, Any]:
 
 
 def one_seed(seed: int, name: str, fit_args: list[str], test: bool) -> dict[str, Any]:
-    """Train and score one seed; its dev (and test) report and fit wall time."""
+    """Train and score one seed; its dev (and test) report and fit wall time. A seed already
+    done with the same options (its `seed.json`) is read back, not trained again."""
+    record = Path("checkpoints") / name / f"seed-{seed}" / "seed.json"
+    if record.is_file():
+        done = json.loads(record.read_text())
+        if done.get("fit_args") == fit_args and (not test or "test" in done):
+            return done["result"]
+    result = _train_and_score(seed, name, fit_args, test)
+    with atomic_write(record) as handle:
+        json.dump({"fit_args": fit_args, "result": result}, handle, indent=2)
+    return result
+
+
+def _train_and_score(seed: int, name: str, fit_args: list[str], test: bool) -> dict[str, Any]:
     started = time.perf_counter()
     cli = run_lightning(
         ["fit", *fit_args, "--seed_everything", str(seed), "--run", f"{name}/seed-{seed}"]
