@@ -95,6 +95,7 @@ class Packable(Protocol):
     encoder: nn.Module
     labels: list[str]
     window_settings: WindowSettings
+    train_entities: list[str] | None
 
 
 def pack(tagger: Packable) -> dict[str, Any]:
@@ -109,6 +110,7 @@ def pack(tagger: Packable) -> dict[str, Any]:
         "tokenizer_files": tokenizer_files,
         "labels": list(tagger.labels),
         "windows": tagger.window_settings.as_dict(),
+        "train_entities": tagger.train_entities,
         "modules": {name: module_spec(getattr(tagger, name)) for name in MODULE_ARGS},
         "hparams": {name: getattr(tagger, name) for name in SCALAR_ARGS},
     }

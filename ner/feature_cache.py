@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow.compute as pc
 import torch
+from pytorch_lightning.utilities import rank_zero_info
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
@@ -158,6 +159,14 @@ class FeatureCache:
         self.forward_context, self.precision = forward_context, precision
         self.max_pieces, self.log = max_pieces, log
         self._encoder_digest: str | None = None
+
+    @classmethod
+    def for_trainer(cls, encoder: nn.Module, layers: list[int], trainer) -> FeatureCache:
+        """A cache that encodes in the trainer's precision and logs on rank 0."""
+        plugin = trainer.precision_plugin
+        return cls(
+            encoder, layers, plugin.forward_context, str(trainer.precision), log=rank_zero_info
+        )
 
     def store(self, dataset, root: str | Path, pad_id: int = 0, name: str = "") -> FeatureStore:
         """The features of `dataset` (tokenized by `ner.dataset.tokenize_dataset`) under `root`,

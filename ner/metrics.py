@@ -34,6 +34,15 @@ def _entity_sets(sequences: list[list[str]], mode: str) -> dict[str, set]:
     return found
 
 
+def sentence_spans(tags: Sequence[str], mode: str = "default") -> set[tuple[str, int, int]]:
+    """(type, first word, last word) of each entity of one sentence of IOB2 tags, chunked as
+    `entity_counts` chunks them (conlleval's lenient way, or strict IOB2)."""
+    if mode == "strict":
+        found = Entities([list(tags)], IOB2).entities[0]
+        return {(e.tag, e.start, e.end - 1) for e in found}
+    return set(get_entities(list(tags)))
+
+
 def entity_counts(
     pred_tags: Sequence[Sequence[str]], gold_tags: Sequence[Sequence[str]], mode: str = "default"
 ) -> Counts:

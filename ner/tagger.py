@@ -8,11 +8,11 @@ from typing import Any, Literal
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.utilities import rank_zero_info
 from torch import Tensor
 
 from ner import checkpoint
 from ner.alignment import WindowSettings
+from ner.analysis import training_entities
 from ner.combiners import LastLayer, LayerCombiner, ScalarMix
 from ner.encoders import BUNDLED_ENCODER, is_uncased, load_encoder, load_tokenizer, window_length
 from ner.errors import NERError
@@ -78,6 +78,7 @@ class NERTagger(pl.LightningModule):
         self._build_parts(combiner, pooling, head, word_features)
         self.val_metric = EntityF1(self.labels, mode=metric_mode)
         self.test_metric = EntityF1(self.labels, mode=metric_mode)
+        self.train_entities: list[str] | None = None  # surface strings, for `ner test`
         self.test_predictions: dict[int, list[str]] = {}
         self.test_report: dict[str, Any] | None = None
 
@@ -157,19 +158,14 @@ class NERTagger(pl.LightningModule):
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
         if stage == "fit" and hasattr(datamodule, "window_settings"):
-            self.window_settings = datamodule.window_settings  # recorded in the checkpoint
+            # recorded in the checkpoint: the windows it was trained on, the entities it saw
+            self.window_settings = datamodule.window_settings
+            self.train_entities = sorted(training_entities(datamodule.sentences("train")))
         # A frozen encoder is a fixed function of the windows: have the data module encode each
         # corpus once and serve stored hidden states (predict batches are always computed).
         if self.freeze_encoder and self.cache_features and hasattr(datamodule, "use_feature_cache"):
             layers = self.combiner.layer_indices(self.encoder.config.num_hidden_layers)
-            plugin = self.trainer.precision_plugin
-            cache = FeatureCache(
-                self.encoder,
-                layers,
-                plugin.forward_context,
-                str(self.trainer.precision),
-                log=rank_zero_info,
-            )
+            cache = FeatureCache.for_trainer(self.encoder, layers, self.trainer)
             datamodule.use_feature_cache(cache)
 
     # ---- steps -------------------------------------------------------------------------------
@@ -254,9 +250,11 @@ class NERTagger(pl.LightningModule):
         state["ner"] = checkpoint.pack(self)
 
     def on_load_checkpoint(self, state: dict[str, Any]) -> None:
-        settings = checkpoint.window_settings(state.get("ner") or {})
+        section = state.get("ner") or {}
+        settings = checkpoint.window_settings(section)
         if settings is not None:
             self.window_settings = settings
+        self.train_entities = section.get("train_entities")
 
     @classmethod
     def load_from_checkpoint(  # type: ignore[override]

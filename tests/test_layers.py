@@ -20,7 +20,7 @@ LAYERS = [
     ["feature_cache", "splits"],
     ["datamodule"],
     ["combiners", "pooling", "crf", "metrics", "optim", "word_features", "seeds"],
-    ["heads"],
+    ["heads", "analysis"],
     ["checkpoint", "inference"],
     ["tagger"],
     ["callbacks"],

@@ -78,3 +78,18 @@ def test_ner_seeds_trains_and_scores_each_seed(
     )  # fmt: skip
     assert code == 0, err
     assert again.splitlines()[-2] == out.splitlines()[-2]  # the same mean ± std row
+    # --test later: each seed's saved best.ckpt is scored on test, still nothing is trained
+    code, tested, err = run_ner(
+        ["seeds", "--seeds", "1", "2", "--run", "tiny", "--test",
+         "-c", str(ROOT / "configs" / "trainer.yaml"), "--model.encoder", str(tiny_model_dir),
+         "--data.data_dir", str(tiny_corpus_dir), "--trainer.max_epochs", "2",
+         "--trainer.enable_progress_bar", "false"],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    saved = json.loads((tmp_path / "runs" / "tiny" / "seeds.json").read_text())
+    for run in saved["runs"]:
+        test = tmp_path / "checkpoints" / "tiny" / f"seed-{run['seed']}" / "test"
+        report = json.loads((test / "best.test-report.json").read_text())
+        assert report["metrics"]["f1"] == run["test"]["f1"]
+    assert "test F1" in tested

@@ -14,6 +14,7 @@ from typing import Any
 from jsonargparse import Namespace
 from pytorch_lightning.cli import LightningCLI
 
+from ner.analysis import analyse, format_analysis, training_entities
 from ner.callbacks import PredictionFileWriter
 from ner.checkpoint import MODULE_ARGS, module_spec, read_checkpoint, tagger_kwargs
 from ner.datamodule import NERDataModule
@@ -140,23 +141,40 @@ class NERCLI(LightningCLI):
         report = self.model.test_report
         if report is None or not self.trainer.is_global_zero:
             return
-        print(format_report(report, self.model.labels))
         config = self.config["test"]
         ckpt_path = self.checkpoint_path
         data = self.datamodule
-        payload = {"checkpoint": ckpt_path, "test_file": data.files["test"], "metrics": report}
-        if data.hub_name and not data.files["test"]:
-            payload["test_file"] = f"{data.hub_name}[test]"
-        predictions = [self.model.test_predictions[i] for i in range(len(data.datasets["test"]))]
+        sentences = data.sentences("test")
+        predictions = [self.model.test_predictions[i] for i in range(len(sentences))]
+        analysis = analyse(
+            [w for w, _ in sentences],
+            [g for _, g in sentences],
+            predictions,
+            self._seen_entities(),
+            self.model.metric_mode,
+        )
+        print(format_report(report, self.model.labels))
+        print(format_analysis(analysis))
+        test_file = data.files["test"] or f"{data.hub_name}[test]"
+        payload = {"checkpoint": ckpt_path, "test_file": test_file, "metrics": report}
         path = write_test_outputs(
             report_dir(config.get("output"), ckpt_path, self.trainer),
             Path(ckpt_path).stem if ckpt_path else "model",
-            payload,
-            data.sentences("test"),
+            {**payload, "analysis": analysis},
+            sentences,
             predictions,
             data.scheme_of("test"),
         )
         print(f"report: {path}")
+
+    def _seen_entities(self) -> set[str] | None:
+        """The training entities: the checkpoint's, else those of `--data.train_file`, if any."""
+        if self.model.train_entities is not None:
+            return set(self.model.train_entities)
+        data = self.datamodule
+        if not data.files.get("train"):
+            return None  # e.g. a checkpoint written before entities were recorded
+        return training_entities((s.words, s.tags) for s in data.corpus("train").sentences)
 
 
 def report_dir(output: str | None, ckpt_path: str | None, trainer) -> Path:

@@ -56,12 +56,23 @@ def one_seed(seed: int, name: str, fit_args: list[str], test: bool) -> dict[str,
     record = Path("checkpoints") / name / f"seed-{seed}" / "seed.json"
     if record.is_file():
         done = json.loads(record.read_text())
-        if done.get("fit_args") == fit_args and (not test or "test" in done):
-            return done["result"]
+        if done.get("fit_args") == fit_args:
+            result = done["result"]
+            if not test or "test" in result:
+                return result
+            # Trained and scored on dev before: the test score needs only its checkpoint.
+            best = Path(result["checkpoint"])
+            result["test"] = _evaluate(best, result["files"]["test"], best.parent / "test")
+            _record(record, fit_args, result)
+            return result
     result = _train_and_score(seed, name, fit_args, test)
+    _record(record, fit_args, result)
+    return result
+
+
+def _record(record: Path, fit_args: list[str], result: dict[str, Any]) -> None:
     with atomic_write(record) as handle:
         json.dump({"fit_args": fit_args, "result": result}, handle, indent=2)
-    return result
 
 
 def _train_and_score(seed: int, name: str, fit_args: list[str], test: bool) -> dict[str, Any]:
@@ -76,7 +87,7 @@ def _train_and_score(seed: int, name: str, fit_args: list[str], test: bool) -> d
     best = Path(cli.trainer.checkpoint_callback.best_model_path or "")
     if not best.is_file():
         raise NERError("the run saved no best.ckpt (no validation ran)", path=str(best))
-    result = {"seed": seed, "fit_s": fit_s, "checkpoint": str(best)}
+    result = {"seed": seed, "fit_s": fit_s, "checkpoint": str(best), "files": dict(files)}
     result["dev"] = _evaluate(best, files["val"], best.parent / "dev")
     if test:
         result["test"] = _evaluate(best, files["test"], best.parent / "test")
