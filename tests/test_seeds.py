@@ -49,13 +49,11 @@ def test_ner_seeds_trains_and_scores_each_seed(
     tmp_path, tiny_model_dir, tiny_corpus_dir, capsys, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)
-    code, out, err = run_ner(
-        ["seeds", "--seeds", "1", "2", "--run", "tiny",
-         "-c", str(ROOT / "configs" / "trainer.yaml"), "--model.encoder", str(tiny_model_dir),
-         "--data.data_dir", str(tiny_corpus_dir), "--trainer.max_epochs", "2",
-         "--trainer.enable_progress_bar", "false"],
-        capsys,
-    )  # fmt: skip
+    argv = ["seeds", "--seeds", "1", "2", "--run", "tiny",
+            "-c", str(ROOT / "configs" / "trainer.yaml"), "--model.encoder", str(tiny_model_dir),
+            "--data.data_dir", str(tiny_corpus_dir), "--trainer.max_epochs", "2",
+            "--trainer.enable_progress_bar", "false"]  # fmt: skip
+    code, out, err = run_ner(argv, capsys)
     assert code == 0, err
     saved = json.loads((tmp_path / "runs" / "tiny" / "seeds.json").read_text())
     assert [r["seed"] for r in saved["runs"]] == [1, 2]
@@ -69,23 +67,11 @@ def test_ner_seeds_trains_and_scores_each_seed(
     import ner.commands.seeds as seeds
 
     monkeypatch.setattr(seeds, "_train_and_score", lambda *a: pytest.fail("trained again"))
-    code, again, err = run_ner(
-        ["seeds", "--seeds", "1", "2", "--run", "tiny",
-         "-c", str(ROOT / "configs" / "trainer.yaml"), "--model.encoder", str(tiny_model_dir),
-         "--data.data_dir", str(tiny_corpus_dir), "--trainer.max_epochs", "2",
-         "--trainer.enable_progress_bar", "false"],
-        capsys,
-    )  # fmt: skip
+    code, again, err = run_ner(argv, capsys)
     assert code == 0, err
     assert again.splitlines()[-2] == out.splitlines()[-2]  # the same mean ± std row
     # --test later: each seed's saved best.ckpt is scored on test, still nothing is trained
-    code, tested, err = run_ner(
-        ["seeds", "--seeds", "1", "2", "--run", "tiny", "--test",
-         "-c", str(ROOT / "configs" / "trainer.yaml"), "--model.encoder", str(tiny_model_dir),
-         "--data.data_dir", str(tiny_corpus_dir), "--trainer.max_epochs", "2",
-         "--trainer.enable_progress_bar", "false"],
-        capsys,
-    )  # fmt: skip
+    code, tested, err = run_ner([*argv, "--test"], capsys)
     assert code == 0, err
     saved = json.loads((tmp_path / "runs" / "tiny" / "seeds.json").read_text())
     for run in saved["runs"]:
