@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.compute as pc
 import torch
 from torch import Tensor
-from torch.utils.data import Sampler
+from torch.utils.data import DataLoader, Sampler
 
 from ner.shapes import byte_ids, shape_ids
 
@@ -126,9 +126,9 @@ class LengthBucketSampler(Sampler[list[int]]):
 
     Training (`shuffle`): sentences shuffled (seed + epoch), sorted by length inside chunks of
     `chunk_size`, batch order shuffled. Else: one global length order. Under torch.distributed each
-    rank takes every world_size-th batch; for training the batch list is first padded by repeating
-    batches so every rank gets as many; for evaluation ranks may get one batch fewer (the metric
-    dedups by `sent_id`). Run with `Trainer(use_distributed_sampler=False)`.
+    rank takes every world_size-th batch, the batch list first padded by repeating batches so every
+    rank gets as many (evaluation: the metric and the prediction writers dedup by `sent_id`).
+    Run with `Trainer(use_distributed_sampler=False)` (the `ner` commands set it).
     """
 
     def __init__(
@@ -145,6 +145,8 @@ class LengthBucketSampler(Sampler[list[int]]):
         self.batch_size, self.max_pieces = batch_size, max_pieces
         self.shuffle, self.seed, self.chunk_size = shuffle, seed, chunk_size
         self.epoch = 0
+        self.consumed = 0  # batches of this epoch handed to the loop (ResumableLoader counts)
+        self._resume: tuple[int, int] | None = None
         self._cache: tuple[tuple[int, int, int], list[list[int]]] | None = None
 
     @property
@@ -181,13 +183,55 @@ class LengthBucketSampler(Sampler[list[int]]):
         key = (self.epoch, rank, world)
         if self._cache is None or self._cache[0] != key:
             batches = self._all_batches()
-            if world > 1 and self.shuffle:
+            if world > 1:  # every rank gets as many batches (Lightning refuses a rank with none)
                 batches += batches[: -len(batches) % world]
             self._cache = key, batches[rank::world]
         return self._cache[1]
 
+    def state_dict(self) -> dict[str, int]:
+        """Where this epoch stands: saved in checkpoints through `ResumableLoader`."""
+        return {"epoch": self.epoch, "consumed": self.consumed}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Skip the batches already trained on when the saved epoch is iterated again."""
+        self._resume = int(state["epoch"]), int(state["consumed"])
+
     def __iter__(self):
-        yield from self._batches()
+        batches = self._batches()
+        skip = 0
+        if self._resume is not None and self._resume[0] == self.epoch:
+            skip = self._resume[1]
+        self._resume, self.consumed = None, skip
+        yield from batches[skip:]
 
     def __len__(self) -> int:
         return len(self._batches())
+
+
+class ResumableLoader(DataLoader):
+    """A DataLoader over a `LengthBucketSampler` whose place in the epoch goes into checkpoints
+    (Lightning saves the `state_dict` of loaders that have one), so a run resumed from a
+    mid-epoch checkpoint goes on with the next batch instead of starting the epoch again.
+
+    Batches are counted as they leave the loader, not as the sampler yields them: with workers
+    the sampler runs ahead of training. Each `iter()` of a DataLoader draws a worker seed from
+    its generator; from the global one that would shift the dropout masks of a run resumed
+    mid-epoch (its iterator is made after the restore), so the loader has its own."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        kwargs.setdefault("generator", torch.Generator().manual_seed(0))
+        super().__init__(*args, **kwargs)
+
+    def __iter__(self):
+        sampler = self.batch_sampler
+        for batch in super().__iter__():
+            sampler.consumed += 1
+            yield batch
+
+    def state_dict(self) -> dict[str, int]:
+        """The batch sampler's epoch and batches consumed."""
+        return self.batch_sampler.state_dict()
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Resume the batch sampler at the saved batch."""
+        self.batch_sampler.load_state_dict(state)

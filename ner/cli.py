@@ -37,6 +37,10 @@ def main(argv: list[str] | None = None) -> None:
     except argparse.ArgumentError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        # outputs are written atomically, so an interrupted run leaves none half-written
+        print("error: interrupted (Ctrl-C); no partial output was left", file=sys.stderr)
+        sys.exit(130)
 
 
 def one_line(message: str) -> str:

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 
 from ner import dataset as ds
 from ner.alignment import WindowSettings
-from ner.batching import LengthBucketSampler, collate, window_lengths
+from ner.batching import LengthBucketSampler, ResumableLoader, collate, window_lengths
 from ner.encoders import load_tokenizer, max_positions, window_length
 from ner.errors import NERError
 from ner.feature_cache import WithFeatures
@@ -247,7 +247,7 @@ class NERDataModule(pl.LightningDataModule):
                 store = self.feature_cache.store(self.datasets[split], root, pad_id, split)
                 self._feature_stores[split] = store
             data = WithFeatures(data, self._feature_stores[split])
-        return DataLoader(
+        return ResumableLoader(
             data,
             batch_sampler=self.sampler(split),
             collate_fn=partial(collate, pad_id=pad_id, word_inputs=self.word_inputs),

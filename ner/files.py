@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
@@ -13,20 +14,55 @@ from ner.errors import NERError
 
 
 @contextmanager
-def atomic_write(path: str | Path) -> Iterator[IO[str]]:
-    """A text handle on a temporary file beside `path`, renamed onto it only on success."""
+def atomic_write(path: str | Path, binary: bool = False, durable: bool = False) -> Iterator[IO]:
+    """A text (or `binary`) handle on a temporary file in `path`'s own directory, renamed onto
+    it only on success, so a crash leaves the old file or the new one, never a torn one.
+    `durable`: flushed to disk (file and directory) before the rename, as checkpoints are.
+
+    The temporary file is `.partial-*.tmp`, a name that holds no part of the target's (so
+    Lightning's search for `last*` checkpoints never picks up a half-written one)."""
     target = Path(path)
     if not target.parent.is_dir():
         raise NERError("output directory does not exist", path=str(target.parent))
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".partial-", suffix=".tmp")
+    except OSError as exc:
+        raise _write_error(exc, target) from None
+    try:
+        mode = {"mode": "wb"} if binary else {"mode": "w", "encoding": "utf-8", "newline": "\n"}
+        with os.fdopen(fd, **mode) as out:
             yield out
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
         # mkstemp makes the file 0600; give it the mode a plain open() would
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, target)
-    except BaseException:
+        if durable:
+            _fsync_dir(target.parent)
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno in WRITE_ERRORS:
+            raise _write_error(exc, target) from None
         raise
+
+
+# what the machine, not the program, gets wrong when writing: a one-line error, not a traceback
+WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EFBIG}
+
+
+def _write_error(exc: OSError, target: Path) -> Exception:
+    if exc.errno not in WRITE_ERRORS:
+        return exc
+    return NERError(f"cannot write ({exc.strerror or exc}); nothing was written", path=str(target))
+
+
+def _fsync_dir(directory: Path) -> None:
+    # the rename itself is durable only once the directory entry is on disk
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

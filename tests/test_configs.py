@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, tiny_sentences
+from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ner.commands.lightning import CONFIGS_DIR, cli_for
 from ner.precision import auto_precision
@@ -65,7 +66,7 @@ def test_every_readme_fit_command_instantiates(
     args = localise(shlex.split(command)[2:], conll_dir, tiny_model_dir, hub_copy)
     cli = cli_for(args)
     assert cli.model.labels == CONLL_LABELS or "hub" in " ".join(args)
-    checkpoints = [c for c in cli.trainer.callbacks if type(c).__name__ == "ModelCheckpoint"]
+    checkpoints = [c for c in cli.trainer.callbacks if isinstance(c, ModelCheckpoint)]
     run = args[args.index("--run") + 1] if "--run" in args else None
     for callback in checkpoints:  # `run:` names the checkpoint folder
         assert Path(callback.dirpath).parent.name == "checkpoints"
@@ -102,7 +103,7 @@ def test_offline_default_instantiates_with_the_bundled_encoder(conll_dir, monkey
     assert cli.model.scheme == "IOB1"
     assert cli.trainer.precision == auto_precision("cpu")
     assert cli.trainer.max_epochs == 3 and cli.trainer.gradient_clip_val == 1.0
-    dirs = {c.dirpath for c in cli.trainer.callbacks if type(c).__name__ == "ModelCheckpoint"}
+    dirs = {c.dirpath for c in cli.trainer.callbacks if isinstance(c, ModelCheckpoint)}
     assert dirs == {str(ROOT / "checkpoints" / "conll2003-minilm")}
     assert cli.trainer.logger.name == "conll2003-minilm"
 

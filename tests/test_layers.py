@@ -23,7 +23,7 @@ LAYERS = [
     ["heads", "analysis"],
     ["checkpoint", "inference"],
     ["tagger"],
-    ["callbacks"],
+    ["callbacks", "resume"],
     ["commands.inspect", "commands.tag", "commands.lightning"],
     ["commands.seeds"],
     ["cli", "commands"],

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from jsonargparse import Namespace
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.cli import LightningCLI
 
 from ner.analysis import analyse, format_analysis, training_entities
@@ -21,13 +22,14 @@ from ner.datamodule import NERDataModule
 from ner.metrics import format_report
 from ner.outputs import write_test_outputs
 from ner.precision import auto_precision
+from ner.resume import AtomicCheckpointIO
 from ner.tagger import NERTagger, restore
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
 CKPT_SUBCOMMANDS = ("validate", "test", "predict")
 WINDOW_ARGS = ("max_length", "stride", "context_pieces")
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
-CHECKPOINT_CLASSES = ("ModelCheckpoint",)
+CHECKPOINT_CLASSES = ("ModelCheckpoint", "LastCheckpoint")
 LOGGER_CLASSES = ("CSVLogger", "TensorBoardLogger")
 
 
@@ -103,6 +105,9 @@ class NERCLI(LightningCLI):
         # no subcommand: classes instantiated only (`cli_for`), as for fit
         config = self.config[self.subcommand] if self.subcommand else self.config
         self.checkpoint_path, self.checkpoint = None, None
+        # our batch sampler shards batches across ranks itself, and Lightning cannot inject its
+        # sampler into it (it would fail under DDP): for every command, not only trainer.yaml's
+        config.trainer.use_distributed_sampler = False
         if self.subcommand in ("fit", None):
             apply_run_name(config, config.run)
         else:
@@ -131,6 +136,8 @@ class NERCLI(LightningCLI):
             accelerator = config.get("accelerator") or "auto"
             kwargs.setdefault("precision", auto_precision(str(accelerator)))
         trainer = super().instantiate_trainer(**kwargs)
+        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:  # not a user's own
+            trainer.strategy.checkpoint_io = AtomicCheckpointIO()
         if self.subcommand == "predict":
             config = self.config["predict"]
             writer = PredictionFileWriter(self.datamodule, config.get("output"), config.format)
