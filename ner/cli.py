@@ -1,4 +1,5 @@
-"""The `ner` command: `fit`, `validate`, `test`, `predict` (LightningCLI) and `inspect`, `tag`.
+"""The `ner` command: `fit`, `validate`, `test`, `predict` (LightningCLI) and `inspect`, `tag`,
+`seeds`, `embed`, `probe`, `project`.
 
 Each subcommand's module is imported only when it runs, so `ner inspect` does not pay for torch.
 """
@@ -16,6 +17,9 @@ COMMANDS = {
     "inspect": "ner.commands.inspect",
     "tag": "ner.commands.tag",
     "seeds": "ner.commands.seeds",
+    "embed": "ner.commands.embed",
+    "probe": "ner.commands.probe",
+    "project": "ner.commands.project",
 }
 LIGHTNING = "ner.commands.lightning"
 

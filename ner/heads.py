@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ner.crf import ConditionalRandomField, viterbi_decode
+from ner.errors import NERError
 from ner.schemes import allowed_transitions
 
 IGNORE = -100
@@ -34,7 +35,11 @@ class TaggingHead(nn.Module):
 
     def build(self, input_dim: int) -> int:
         """Create the layers before the classifier; return their output dim."""
-        raise NotImplementedError
+        # reached when a config sets only `head.crf`: jsonargparse then builds the base class
+        raise NERError(
+            f"model.head: {type(self).__name__} is a base class; name a head, e.g. "
+            "--model.head ner.heads.LinearHead --model.head.crf true"
+        )
 
     def features(self, words: Tensor, word_mask: Tensor) -> Tensor:
         raise NotImplementedError

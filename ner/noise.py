@@ -34,6 +34,9 @@ def silence() -> None:
         module=r"pytorch_lightning",
     )
     # our batch sampler yields every index at prediction (tests/test_datamodule.py)
+    warnings.filterwarnings(  # `ner seeds` runs the CLI in-process with its own argv
+        "ignore", message=r"LightningCLI's args parameter is intended to run from within Python"
+    )
     warnings.filterwarnings(
         "ignore", message=r"You are using a custom batch sampler `LengthBucketSampler`"
     )

@@ -9,12 +9,12 @@ base=(-c configs/conll2003-minilm.yaml --trainer.enable_progress_bar false)
 declare -A steps=(
   [base]="--model.word_features null"
   [casing]=""
-  [crf]="--model.head.crf true"
+  [crf]="--model.head ner.heads.LinearHead --model.head.crf true"
   [chars]="--model.word_features ner.word_features.WordFeatures --model.word_features.char_dim 16"
-  [context16]="--model.head.crf true --data.context_pieces 16"
-  [scalar_mix]="--model.head.crf true --model.combiner configs/combiner/scalar_mix.yaml"
-  [lr1e-4]="--model.head.crf true --model.encoder_lr 1e-4"
-  [epochs5]="--model.head.crf true --trainer.max_epochs 5"
+  [context16]="--model.head ner.heads.LinearHead --model.head.crf true --data.context_pieces 16"
+  [scalar_mix]="--model.head ner.heads.LinearHead --model.head.crf true --model.combiner configs/combiner/scalar_mix.yaml"
+  [lr1e-4]="--model.head ner.heads.LinearHead --model.head.crf true --model.encoder_lr 1e-4"
+  [epochs5]="--model.head ner.heads.LinearHead --model.head.crf true --trainer.max_epochs 5"
 )
 order=(base casing crf chars context16 scalar_mix lr1e-4 epochs5)
 for step in "${@:-${order[@]}}"; do

@@ -118,3 +118,18 @@ def test_bert_base_config_parses_with_a_local_encoder(tiny_model_dir, tiny_corpu
     assert type(cli.model.combiner).__name__ == "ConcatLayers"
     # the tiny tokenizer lower-cases: casing features (16) join the 4 concatenated layers
     assert cli.model.head.classifier.in_features == 4 * 16 + 16
+
+
+def test_setting_only_head_crf_names_the_fix(tiny_model_dir, tiny_corpus_dir):
+    """Regression: `--model.head.crf true` alone makes jsonargparse build the base head class,
+    which used to die in a NotImplementedError traceback."""
+    from ner.errors import NERError
+
+    with pytest.raises(NERError, match="--model.head ner.heads.LinearHead --model.head.crf true"):
+        cli_for(["-c", str(CONFIGS_DIR / "trainer.yaml"), "--model.encoder",
+                 str(tiny_model_dir), "--data.data_dir", str(tiny_corpus_dir),
+                 "--model.head.crf", "true"])  # fmt: skip
+    cli = cli_for(["-c", str(CONFIGS_DIR / "trainer.yaml"), "--model.encoder",
+                   str(tiny_model_dir), "--data.data_dir", str(tiny_corpus_dir),
+                   "--model.head", "ner.heads.LinearHead", "--model.head.crf", "true"])  # fmt: skip
+    assert cli.model.head.crf and cli.model.head.crf_layer is not None

@@ -1,0 +1,173 @@
+"""`ner embed INPUT --output DIR`: word vectors of chosen hidden states of an encoder or of a
+trained checkpoint (then also its combiner's output), for every word of a text or CoNLL input.
+
+DIR gets `embeddings.npy` (`[words, layers, hidden]`, or `[words, dim]` when combined), written
+through a memory map so memory does not grow with the input, `combiner.npy` (`[words, dim]`,
+checkpoints only), `words.jsonl` (document, sentence, word index, word, character offsets, gold
+tag when the input has one) and `meta.json`. The folder is assembled beside DIR and renamed onto
+it at the end: it appears whole or not at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ner.embed import COMBINE, check_layers, combine, encoder_tagger, iter_word_states
+from ner.encoders import BUNDLED_ENCODER
+from ner.errors import NERError
+from ner.inputs import KINDS, PredictInput, read_inputs
+from ner.pooling import MODES
+from ner.reader import read_conll
+from ner.tagger import NERTagger, load_tagger
+
+
+def parser() -> argparse.ArgumentParser:
+    """The options of `ner embed`."""
+    p = argparse.ArgumentParser(prog="ner embed", description=__doc__.splitlines()[0])
+    p.add_argument("input", help="text (one document a line) or CoNLL file; - for stdin")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--encoder", help=f"hub name or path (default: {BUNDLED_ENCODER})")
+    source.add_argument("--ckpt_path", help="a trained checkpoint (adds its combiner's output)")
+    p.add_argument("--layers", default="all", help="all, or hidden states like 0,4,-1")
+    p.add_argument("--combine", choices=COMBINE, default="none", help="over the chosen layers")
+    p.add_argument("--pooling", choices=MODES, help="default: the checkpoint's, else first")
+    p.add_argument("--dtype", choices=("float16", "float32"), default="float16")
+    p.add_argument("--input-format", choices=KINDS, default="auto")
+    p.add_argument("--output", required=True, help="a new (or empty) folder")
+    p.add_argument("--batch-size", type=int, default=64, help="sentences a batch at most")
+    return p
+
+
+def _layers(text: str) -> list[int] | None:
+    if text == "all":
+        return None
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise NERError(f"{text!r} is not 'all' or a list like 0,4,-1", path="--layers") from None
+
+
+def _model(args: argparse.Namespace) -> NERTagger:
+    if args.ckpt_path:
+        model = load_tagger(args.ckpt_path)
+        if args.pooling and args.pooling != model.pooling.mode:
+            model.pooling.mode = args.pooling  # pooling has no weights: any mode applies
+        return model.eval()
+    return encoder_tagger(args.encoder or BUNDLED_ENCODER, args.pooling or "first")
+
+
+def _gold(inp: PredictInput) -> list[list[str]] | None:
+    """Gold IOB2 tags of a CoNLL file input whose last column holds tags, else None."""
+    if inp.kind != "conll" or inp.name == "<stdin>":
+        return None
+    try:
+        return [s.tags for s in read_conll(inp.name).sentences]
+    except NERError:
+        return None  # no tag column: words only
+
+
+def _staging(output: str) -> Path:
+    target = Path(output)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise NERError("exists and is not an empty folder; nothing was written", path=output)
+    if not target.parent.is_dir():
+        raise NERError("output's parent folder does not exist", path=str(target.parent))
+    try:
+        return Path(tempfile.mkdtemp(dir=target.parent, prefix=".partial-"))
+    except OSError as exc:
+        raise NERError(f"cannot write ({exc.strerror})", path=output) from None
+
+
+def _word_records(inp: PredictInput, gold: list[list[str]] | None):
+    """One `words.jsonl` record a word, in row order."""
+    for s, (passage, doc) in enumerate(zip(inp.passages, inp.doc_ids, strict=True)):
+        for w, (word, (start, end)) in enumerate(zip(passage.words, passage.offsets, strict=True)):
+            record: dict[str, Any] = {"document": doc, "sentence": s, "word": w, "text": word,
+                                      "start": start, "end": end, "line": passage.line}  # fmt: skip
+            if gold is not None:
+                record["gold"] = gold[s][w]
+            yield record
+
+
+def _write(
+    stage: Path, model: NERTagger, inp: PredictInput, args: argparse.Namespace
+) -> dict[str, Any]:
+    layers = check_layers(model, _layers(args.layers))
+    total = sum(len(p.words) for p in inp.passages)
+    if total == 0:
+        raise NERError("no words to embed", path=inp.name)
+    with_combiner = bool(args.ckpt_path)
+    arrays: dict[str, np.memmap] = {}
+    row = 0
+    states = iter_word_states(model, (p.words for p in inp.passages), inp.doc_ids, layers,
+                              with_combiner, batch_size=args.batch_size)  # fmt: skip
+    with open(stage / "words.jsonl", "w", encoding="utf-8") as words:
+        _write_words(words, inp, _gold(inp))
+    for vectors, mixed in tqdm(states, total=len(inp.passages), unit="sent", delay=2.0):
+        parts = {"embeddings": combine(vectors, args.combine), "combiner": mixed}
+        for name, part in parts.items():
+            if part is None:
+                continue
+            if name not in arrays:  # shapes are known from the first sentence on
+                shape = (total, *part.shape[1:])
+                arrays[name] = np.lib.format.open_memmap(
+                    stage / f"{name}.npy", mode="w+", dtype=args.dtype, shape=shape
+                )
+            arrays[name][row : row + len(part)] = part
+        row += len(vectors)
+    for array in arrays.values():
+        array.flush()
+    return {name: list(array.shape) for name, array in arrays.items()} | {"layers": layers}
+
+
+def _write_words(handle: IO[str], inp: PredictInput, gold: list[list[str]] | None) -> None:
+    for record in _word_records(inp, gold):
+        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    """Embed; the output folder appears whole or not at all."""
+    args = parser().parse_args(argv)
+    layers = _layers(args.layers)  # a bad list fails before the model loads
+    model = _model(args)
+    check_layers(model, layers)
+    inp = read_inputs(args.input, args.input_format)
+    stage = _staging(args.output)
+    try:
+        shapes = _write(stage, model, inp, args)
+        meta = {
+            "encoder": str(model.hparams["encoder"]),
+            "checkpoint": args.ckpt_path,
+            "input": inp.name,
+            "layers": shapes.pop("layers"),
+            "combine": args.combine,
+            "pooling": model.pooling.mode,
+            "dtype": args.dtype,
+            "shapes": shapes,
+            "windows": model.window_settings.as_dict(),
+        }
+        (stage / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        os.chmod(stage, 0o777 & ~_umask())
+        if Path(args.output).is_dir():
+            Path(args.output).rmdir()  # empty, checked above
+        os.replace(stage, args.output)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    print(f"embeddings: {args.output}/embeddings.npy {shapes['embeddings']}")
+    return 0
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask

@@ -1,0 +1,172 @@
+"""`ner probe` and `ner.probe`: per-layer probes trained on one stored encoding pass."""
+
+from __future__ import annotations
+
+import csv
+import errno
+import json
+import statistics
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from test_cli import one_line_error, run_ner
+
+import ner.commands.probe as command
+import ner.probe as probe
+from ner.heads import LinearHead
+from ner.probe import ProbeData, TrainConfig, best_layer, collect, sweep
+
+LABELS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+PLANTED = 2  # the hidden state that holds the labels
+
+
+def random_tags(rng: np.random.Generator, n: int) -> list[list[str]]:
+    """`n` sentences of valid IOB2 tags: runs of O and one- or two-word entities."""
+    sentences = []
+    for _ in range(n):
+        tags: list[str] = []
+        while len(tags) < 8:
+            kind = rng.choice(["O", "LOC", "PER"])
+            if kind == "O":
+                tags += ["O"] * int(rng.integers(1, 3))
+            else:
+                tags += [f"B-{kind}"] + [f"I-{kind}"] * int(rng.integers(0, 2))
+        sentences.append(tags)
+    return sentences
+
+
+def planted_states(rng: np.random.Generator, tags: list[list[str]]) -> list[np.ndarray]:
+    """Per sentence `[words, 5, 8]` noise; state PLANTED also holds its label one-hot (x4)."""
+    out = []
+    for sentence in tags:
+        states = rng.normal(size=(len(sentence), 5, 8)).astype(np.float32)
+        for w, tag in enumerate(sentence):
+            states[w, PLANTED, LABELS.index(tag)] += 4.0
+        out.append(states)
+    return out
+
+
+def test_split_pads_sentences_as_by_hand():
+    tags = [["O", "B-LOC"], ["B-PER", "I-PER", "O"], ["O"]]
+    states = [np.full((len(t), 2, 3), i, np.float32) for i, t in enumerate(tags)]
+    split = collect(states, tags, LABELS)
+    assert split.states.dtype == torch.float16 and split.states.shape == (6, 2, 3)
+    batch, mask, labels = split.batch(torch.tensor([2, 1]))
+    assert batch.shape == (2, 3, 2, 3)
+    assert mask.tolist() == [[True, False, False], [True, True, True]]
+    assert labels.tolist() == [[0, -100, -100], [3, 4, 0]]
+    assert batch[1, :, 0, 0].tolist() == [1.0, 1.0, 1.0] and batch[0, 0, 1, 2].item() == 2.0
+
+
+def test_sweep_ranks_the_planted_hidden_state_first():
+    rng = np.random.default_rng(0)
+    train, dev = random_tags(rng, 80), random_tags(rng, 40)
+    data = ProbeData(
+        LABELS, collect(planted_states(rng, train), train, LABELS),
+        collect(planted_states(rng, dev), dev, LABELS),
+    )  # fmt: skip
+    config = TrainConfig(epochs=6, lr=0.05, batch_size=16)
+    rows = sweep(data, lambda: LinearHead(dropout=0.0), [1, 2], config, progress=False)
+    names = [r["name"] for r in rows]
+    assert names == ["0", "1", "2", "3", "4", "sum last 4", "mean last 4", "concat last 4",
+                     "scalar mix"]  # fmt: skip
+    assert best_layer(rows) == PLANTED
+    dev = {r["name"]: r["dev"][0] for r in rows}
+    assert dev[str(PLANTED)] > 95
+    assert all(dev[str(k)] < 60 for k in range(5) if k != PLANTED)
+    # the mix, which can see the planted state, learns to weight it most
+    weights = rows[-1]["weights"]
+    assert len(weights) == 5 and sum(weights) == pytest.approx(1.0)
+    assert int(np.argmax(weights)) == PLANTED
+    # the summary is the mean and sample std of the seeds' own scores
+    runs = rows[PLANTED]["runs"]
+    assert rows[PLANTED]["dev"][0] == pytest.approx(statistics.fmean(100 * r["dev"] for r in runs))
+    assert "test" not in rows[0]
+
+
+def count_encoder_calls(monkeypatch) -> dict[str, int]:
+    """Counts of `iter_word_states` calls and of the encoder's forward runs in `ner probe`."""
+    calls = {"passes": 0, "forward": 0}
+    real_tagger, real_iter = command.encoder_tagger, probe.iter_word_states
+
+    def tagger(*args, **kwargs):
+        model = real_tagger(*args, **kwargs)
+        model.encoder.register_forward_hook(
+            lambda *a: calls.__setitem__("forward", calls["forward"] + 1)
+        )
+        return model
+
+    def passes(*args, **kwargs):
+        calls["passes"] += 1
+        return real_iter(*args, **kwargs)
+
+    monkeypatch.setattr(command, "encoder_tagger", tagger)
+    monkeypatch.setattr(probe, "iter_word_states", passes)
+    return calls
+
+
+def test_ner_probe_writes_tables_and_plot_from_one_pass(
+    tmp_path, tiny_model_dir, tiny_corpus_dir, capsys, monkeypatch
+):
+    calls = count_encoder_calls(monkeypatch)
+    out = tmp_path / "out"
+    argv = ["probe", "--encoder", str(tiny_model_dir), "--data-dir", str(tiny_corpus_dir),
+            "--test-report", "--seeds", "1", "2", "--epochs", "2", "--output", str(out),
+            "--head-args", '{"crf": true}', "--device", "cpu"]  # fmt: skip
+    code, stdout, err = run_ner(argv, capsys)
+    assert code == 0, err
+    # one pass a split (train, dev, test), each a single batch of 20 short sentences
+    assert calls == {"passes": 3, "forward": 3}
+    lines = list(csv.reader((out / "probe.csv").open()))
+    assert lines[0][:6] == ["row", "layer", "dev_f1_mean", "dev_f1_std", "test_f1_mean",
+                            "test_f1_std"]  # fmt: skip
+    assert [ln[0] for ln in lines[1:]] == ["0", "1", "2", "3", "sum last 4", "mean last 4",
+                                           "concat last 4", "scalar mix"]  # fmt: skip
+    saved = json.loads((out / "probe.json").read_text())
+    assert saved["hidden_states"] == 4 and saved["seeds"] == [1, 2]
+    for line, row in zip(lines[1:], saved["rows"], strict=True):
+        mean, std = (
+            statistics.fmean(100 * r["dev"] for r in row["runs"]),
+            statistics.stdev(100 * r["dev"] for r in row["runs"]),
+        )
+        assert float(line[2]) == pytest.approx(mean, abs=1e-4)
+        assert float(line[3]) == pytest.approx(std, abs=1e-4)
+        assert all(0.0 <= r["test"] <= 1.0 and 1 <= r["epoch"] <= 2 for r in row["runs"])
+    mix = saved["scalar_mix_weights"]
+    assert len(mix) == 4 and sum(mix) == pytest.approx(1.0)
+    table = (out / "probe.md").read_text()
+    assert "| 0 (embeddings) |" in table and "Scalar-mix weights" in table and "test F1" in table
+    assert table in stdout
+    with Image.open(out / "probe.png") as image:
+        assert image.format == "PNG" and image.size[0] > 100
+    assert not list(out.glob(".partial-*"))
+
+
+@pytest.mark.parametrize("case", ["empty train", "missing parent", "unwritable"])
+def test_bad_input_is_one_line_and_writes_nothing(
+    case, tmp_path, tiny_model_dir, tiny_corpus_dir, capsys, monkeypatch
+):
+    train, out = tiny_corpus_dir / "train.txt", tmp_path / "out"
+    if case == "empty train":
+        train = tmp_path / "empty.txt"
+        train.write_text("")
+    elif case == "missing parent":
+        out = tmp_path / "no" / "out"
+    else:
+
+        def refuses(*args, **kwargs):  # what a folder without write permission answers
+            raise PermissionError(errno.EACCES, "Permission denied", str(out))
+
+        monkeypatch.setattr(command.tempfile, "mkstemp", refuses)
+    argv = ["probe", "--encoder", str(tiny_model_dir), "--train", str(train), "--dev",
+            str(tiny_corpus_dir / "dev.txt"), "--output", str(out)]  # fmt: skip
+    line = one_line_error(*run_ner(argv, capsys)[::2])
+    expected = {"empty train": f"{train}: no sentences",
+                "missing parent": "output's parent folder does not exist",
+                "unwritable": f"{out}: cannot write (Permission denied)"}  # fmt: skip
+    assert expected[case] in line
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["empty.txt"] if case == "empty train"
+                                                          else [])  # fmt: skip
