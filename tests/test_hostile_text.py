@@ -29,7 +29,7 @@ HOSTILE = st.one_of(
             max_size=2000),  # one very long "word" or run of words with no space at all
 )  # fmt: skip
 SETTINGS = settings(
-    max_examples=150, deadline=None, derandomize=True,
+    max_examples=150, deadline=None, derandomize=True, database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )  # fmt: skip
 
