@@ -6,6 +6,8 @@ from pathlib import Path
 
 import torch
 
+from ner.errors import NERError
+
 # CPU flags with native bf16 matrix instructions. Without them PyTorch falls back to a reference
 # bf16 GEMM, far slower than fp32 (NOTES.md, "Precision").
 FAST_BF16_FLAGS = {"amx_bf16", "avx512_bf16"}
@@ -48,3 +50,16 @@ def autocast(device: torch.device | str, enabled: bool | None = None):
     if enabled is None:
         enabled = auto_precision("gpu" if device_type == "cuda" else "cpu") == "bf16-mixed"
     return torch.autocast(device_type, dtype=torch.bfloat16, enabled=enabled)
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """`auto`: a CUDA GPU where there is one, else the CPU; else the device named (`cpu`,
+    `cuda`, `cuda:N`), a one-line error for a name torch does not know."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise NERError(
+            f"unknown device {name!r} (auto, cpu, cuda, cuda:N)", path="--device"
+        ) from None

@@ -31,6 +31,7 @@ from ner.errors import NERError
 from ner.files import atomic_write
 from ner.heads import TaggingHead
 from ner.pooling import MODES
+from ner.precision import resolve_device
 from ner.probe import ProbeData, TrainConfig, csv_rows, encode_split, markdown, sweep
 from ner.reader import Corpus, Document, Sentence, check_labels, read_conll
 from ner.schemes import entity_types, label_list
@@ -57,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--head-args", default="{}", help='JSON keyword arguments, e.g. {"crf": true}')
     p.add_argument("--output", help="output folder (default: runs/probe/<encoder name>)")
     p.add_argument("--limit", type=int, help="first N sentences a split (smoke runs)")
-    p.add_argument("--device", help="cuda or cpu (default: cuda where there is one)")
+    p.add_argument("--device", default="auto", help="auto (a GPU if there is one), cpu, cuda:N")
     return p
 
 
@@ -177,7 +178,7 @@ def main(argv: list[str]) -> int:
         # only the sentences probed on: with --limit, those of the whole file may hold more types
         check_labels(Corpus(corpus.path, corpus.scheme, [Document(sents)]), labels)
     out = output_dir(args)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = resolve_device(args.device)
     model = encoder_tagger(args.encoder, args.pooling).to(device)
     stored = {
         s: encode_split(model, [x.words for x in sents], docs, [x.tags for x in sents], labels)

@@ -6,13 +6,12 @@ import argparse
 import itertools
 from collections.abc import Iterable
 
-import torch
 from tqdm.auto import tqdm
 
-from ner.errors import NERError
 from ner.inference import Tagged, iter_tags
 from ner.inputs import KINDS, decode_lines, open_input, read_conll_input, text_passages
 from ner.outputs import FORMATS, write_predictions
+from ner.precision import resolve_device
 from ner.tagger import load_tagger
 
 
@@ -39,23 +38,12 @@ def _progress(tagged: Iterable[Tagged]) -> Iterable[Tagged]:
     return tqdm(tagged, unit="sent", delay=2.0)
 
 
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        return torch.device(name)
-    except RuntimeError:
-        raise NERError(
-            f"unknown device {name!r} (auto, cpu, cuda, cuda:N)", path="--device"
-        ) from None
-
-
 def main(argv: list[str]) -> int:
     """Tag; an output file appears whole or not at all (on stdout, records before an error
     stay). Text input is read, tagged and written a chunk at a time."""
     args = parser().parse_args(argv)
     tagger = load_tagger(args.checkpoint)  # a bad checkpoint fails before any input is read
-    tagger.to(_device(args.device))
+    tagger.to(resolve_device(args.device))
     with open_input(args.input, args.input_format) as (name, kind, raw):
         corpus, doc_ids = None, None
         if kind == "conll":
