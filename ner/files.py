@@ -36,9 +36,7 @@ def atomic_write(path: str | Path, binary: bool = False, durable: bool = False) 
                 out.flush()
                 os.fsync(out.fileno())
         # mkstemp makes the file 0600; give it the mode a plain open() would
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, target)
         if durable:
             _fsync_dir(target.parent)
@@ -66,3 +64,10 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def current_umask() -> int:
+    """The process's umask (reading it means setting it: set it straight back)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask

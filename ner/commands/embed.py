@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from ner.embed import COMBINE, check_layers, combine, encoder_tagger, iter_word_states
 from ner.encoders import BUNDLED_ENCODER
 from ner.errors import NERError
+from ner.files import current_umask
 from ner.inputs import KINDS, PredictInput, read_inputs
 from ner.pooling import MODES
 from ner.reader import read_conll
@@ -156,7 +157,7 @@ def main(argv: list[str]) -> int:
             "windows": model.window_settings.as_dict(),
         }
         (stage / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        os.chmod(stage, 0o777 & ~_umask())
+        os.chmod(stage, 0o777 & ~current_umask())  # mkdtemp makes it 0700
         if Path(args.output).is_dir():
             Path(args.output).rmdir()  # empty, checked above
         os.replace(stage, args.output)
@@ -165,9 +166,3 @@ def main(argv: list[str]) -> int:
         raise
     print(f"embeddings: {args.output}/embeddings.npy {shapes['embeddings']}")
     return 0
-
-
-def _umask() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return umask
