@@ -1,6 +1,7 @@
-"""The CUDA path on a GPU: marked `gpu`, run by scripts/gpu_check.sh where a GPU is lent; on a
-machine without CUDA they skip (the CUDA branches that can run on CPU are tested elsewhere:
-test_precision's automatic precision, the device moves of test_inference_path)."""
+"""The CUDA path on a GPU: marked `gpu`, deselected by default (pyproject's addopts) and run by
+`pytest -m gpu` (scripts/gpu_check.sh) where a GPU is lent, where a missing CUDA is a failure.
+The CUDA branches that can run on CPU are tested elsewhere (test_precision's automatic
+precision with a mocked CUDA)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,7 @@ import torch
 
 from ner.tagger import NERTagger
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
+pytestmark = pytest.mark.gpu
 
 
 def test_tagger_on_cuda_tags_as_on_cpu(tiny_model_dir):
