@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow.compute as pc
 import torch
+from lightning_fabric.utilities.apply_func import move_data_to_device
 from torch import Tensor
 from torch.utils.data import DataLoader, Sampler
 
@@ -19,9 +20,9 @@ def collate(
     rows: list[dict[str, Any]], pad_id: int = 0, word_inputs: Sequence[str] = ()
 ) -> dict[str, Tensor]:
     """One batch (docs/design.md) from tokenized rows (`input_ids`, `piece_word`, `ner_tags`,
-    optional `sent_id`, optional stored `features`), padded to this batch's longest window and
-    sentence only. `word_inputs` (`word_shape`, `word_chars`) are computed from the rows'
-    `tokens` for a model's word features."""
+    optional `sent_id`), padded to this batch's longest window and sentence only (batches of
+    stored hidden states: `ner.feature_batches`). `word_inputs` (`word_shape`, `word_chars`)
+    are computed from the rows' `tokens` for a model's word features."""
     num_words = max(len(r["ner_tags"]) for r in rows)  # W
     windows = [
         (b, ids, pw)
@@ -47,18 +48,26 @@ def collate(
         "word_mask": torch.tensor(word_mask, dtype=torch.bool).view(len(rows), num_words),
         "sent_id": torch.tensor([r.get("sent_id", b) for b, r in enumerate(rows)]),  # [B]
     }
-    if "features" in rows[0]:  # stored hidden states (ner.feature_cache): window -> layer -> [p, H]
-        per_window = [f for r in rows for f in r["features"]]
-        layers, hidden = len(per_window[0]), per_window[0][0].shape[1]
-        features = np.zeros((layers, len(per_window), pieces, hidden), dtype=np.float16)
-        for j, window in enumerate(per_window):
-            for k, states in enumerate(window):
-                features[k, j, : len(states)] = states
-        batch["features"] = torch.from_numpy(features)  # [K, R, P, H] float16
-        batch["feature_layers"] = torch.tensor(rows[0]["feature_layers"])  # [K]
     for name in word_inputs:
         batch[name] = WORD_INPUTS[name]([r["tokens"] for r in rows], num_words)
     return batch
+
+
+def move_batch(batch: Any, device: torch.device) -> Any:
+    """`batch` on `device`: ours (a flat dict of tensors, maybe a tuple of ints) tensor by
+    tensor, anything else as Lightning moves it. Lightning's generic traversal
+    (`apply_to_collection`) is a visible share of a step when the step is short (cached
+    features)."""
+    if not isinstance(batch, dict) or not all(
+        isinstance(v, Tensor) or (isinstance(v, tuple) and all(isinstance(i, int) for i in v))
+        for v in batch.values()
+    ):
+        return move_data_to_device(batch, device)
+    blocking = torch.device(device).type in ("cpu", "mps")  # as Lightning's `batch_to`
+    return {
+        k: v.to(device, non_blocking=not blocking) if isinstance(v, Tensor) else v
+        for k, v in batch.items()
+    }
 
 
 def _word_shapes(tokens: list[list[str]], num_words: int) -> Tensor:

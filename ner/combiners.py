@@ -42,6 +42,7 @@ class LayerCombiner(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self._indices: list[int] | None = None  # absolute tuple indices, set by bind
+        self._num_states = 0  # length of the hidden-state tuple, set by bind
 
     def layer_indices(self, num_layers: int) -> list[int]:
         """Absolute indices into the `num_layers + 1` hidden states that this combiner reads."""
@@ -53,7 +54,21 @@ class LayerCombiner(nn.Module):
     def bind(self, num_layers: int, hidden_size: int) -> int:
         """Validate against an encoder of `num_layers` layers, build parameters; the output dim."""
         self._indices = self.layer_indices(num_layers)
+        self._num_states = num_layers + 1
         return self.output_dim(hidden_size)
+
+    def combine_stored(self, stored: Tensor, layers: Sequence[int], mask: Tensor) -> Tensor:
+        """`forward` over hidden states read from the feature cache: `stored [K, R, P, H]`
+        (float16) holds the tuple indices `layers`. Only the states this combiner reads are
+        converted to float32; the tuple holds None elsewhere."""
+        if self._indices is None:
+            raise RuntimeError(f"{type(self).__name__}.bind() must be called before forward")
+        hidden: list[Tensor | None] = [None] * self._num_states
+        wanted = set(self._indices)
+        for k, layer in enumerate(layers):
+            if layer in wanted:
+                hidden[layer] = stored[k].float()  # [R, P, H]
+        return self(hidden, mask)
 
     def selected(self, hidden_states: Sequence[Tensor]) -> list[Tensor]:
         """The hidden states this combiner reads, in order."""
@@ -158,22 +173,36 @@ class ScalarMix(LayerCombiner):
             raise RuntimeError("ScalarMix.bind() must be called first")
         return torch.softmax(self.scalar_parameters.detach(), dim=0)
 
-    def forward(self, hidden_states: Sequence[Tensor], mask: Tensor) -> Tensor:
-        states = self.selected(hidden_states)
+    def _step_weights(self) -> Tensor:
+        """This step's mixing weights `[K]`, with the weight dropout of training."""
         logits = self.scalar_parameters
         if self.training and self.dropout > 0:
             dropped = torch.rand_like(logits) < self.dropout
             logits = logits.masked_fill(dropped, -1e20)
-        weights = torch.softmax(logits, dim=0)
-        if self.layer_norm:
-            states = [masked_layer_norm(h, mask) for h in states]
-        stacked = torch.stack(states)  # [K, rows, pieces, hidden]
+        return torch.softmax(logits, dim=0)
+
+    def _mix(self, weights: Tensor, stacked: Tensor) -> Tensor:
+        """`gamma * sum_k weights_k stacked_k` over `stacked [K, R, P, H]` (any float dtype)."""
         # one matrix product instead of K multiplies and adds (and, backward, K more multiplies
         # and reductions): the mix is most of the step when the features come from the cache.
         # fp32 even under autocast: the weights are a few near-equal numbers that bf16 would round
         with torch.autocast(stacked.device.type, enabled=False):
-            mixed = torch.tensordot(weights.float(), stacked.float(), dims=1)
+            mixed = torch.tensordot(weights.float(), stacked.float(), dims=1)  # [R, P, H]
         return self.gamma * mixed
+
+    def forward(self, hidden_states: Sequence[Tensor], mask: Tensor) -> Tensor:
+        states = self.selected(hidden_states)
+        weights = self._step_weights()
+        if self.layer_norm:
+            states = [masked_layer_norm(h, mask) for h in states]
+        return self._mix(weights, torch.stack(states))  # stacked: [K, rows, pieces, hidden]
+
+    def combine_stored(self, stored: Tensor, layers: Sequence[int], mask: Tensor) -> Tensor:
+        """The stored block mixed as it is (one float32 conversion, no per-layer copies and no
+        stack) when it holds exactly this mix's states in order; else as `forward`."""
+        if self.layer_norm or self._indices is None or list(layers) != self._indices:
+            return super().combine_stored(stored, layers, mask)
+        return self._mix(self._step_weights(), stored)
 
 
 def masked_layer_norm(tensor: Tensor, mask: Tensor, eps: float = 1e-12) -> Tensor:

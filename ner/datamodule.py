@@ -16,7 +16,7 @@ from ner.alignment import WindowSettings
 from ner.batching import LengthBucketSampler, ResumableLoader, collate, window_lengths
 from ner.encoders import load_tokenizer, max_positions, window_length
 from ner.errors import NERError
-from ner.feature_cache import WithFeatures
+from ner.feature_batches import FeatureBatches, ready
 from ner.reader import Corpus
 from ner.splits import SPLIT_FILES, Splits, find_split_file
 
@@ -236,9 +236,6 @@ class NERDataModule(pl.LightningDataModule):
     def _loader(self, split: str) -> DataLoader:
         if split not in self.datasets:
             return []  # type: ignore[return-value]  # Lightning skips a loop with no loader
-        columns = ["input_ids", "piece_word", "ner_tags", "sent_id"]
-        columns += ["tokens"] if self.word_inputs else []
-        data = self.datasets[split].select_columns(columns)
         pad_id = self.tokenizer.pad_token_id or 0
         if self.feature_cache is not None and split != "predict":
             # built here, not in setup: the model is on its device by the time loaders are made
@@ -246,11 +243,18 @@ class NERDataModule(pl.LightningDataModule):
                 root = self.cache_root / "features"
                 store = self.feature_cache.store(self.datasets[split], root, pad_id, split)
                 self._feature_stores[split] = store
-            data = WithFeatures(data, self._feature_stores[split])
+            store = self._feature_stores[split]
+            data: Any = FeatureBatches(self.datasets[split], store, self.word_inputs)
+            collate_fn: Any = ready  # whole batches come out of the dataset, finished
+        else:
+            columns = ["input_ids", "piece_word", "ner_tags", "sent_id"]
+            columns += ["tokens"] if self.word_inputs else []
+            data = self.datasets[split].select_columns(columns)
+            collate_fn = partial(collate, pad_id=pad_id, word_inputs=self.word_inputs)
         return ResumableLoader(
             data,
             batch_sampler=self.sampler(split),
-            collate_fn=partial(collate, pad_id=pad_id, word_inputs=self.word_inputs),
+            collate_fn=collate_fn,
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )

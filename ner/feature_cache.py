@@ -29,7 +29,6 @@ import pyarrow.compute as pc
 import torch
 from pytorch_lightning.utilities import rank_zero_info
 from torch import Tensor, nn
-from torch.utils.data import Dataset
 
 from ner.batching import batches_by_length
 from ner.errors import NERError
@@ -97,32 +96,12 @@ class FeatureStore:
 
     def sentence(self, index: int) -> list[list[np.ndarray]]:
         """Per window of sentence `index`, per layer, a `[pieces, hidden]` float16 view of the
-        map (no copy: `collate` copies each once, into the padded batch)."""
+        map (no copy). Batches gather a whole batch at once instead (`ner.feature_batches`)."""
         arrays, out = self.arrays, []
         for w in range(self.first_window[index], self.first_window[index + 1]):
             start, end = self.offsets[w], self.offsets[w + 1]
             out.append([a[start:end] for a in arrays])
         return out
-
-
-class WithFeatures(Dataset):
-    """A tokenized dataset whose rows also carry their windows' stored hidden states."""
-
-    def __init__(self, dataset, store: FeatureStore):
-        self.dataset, self.store = dataset, store
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def _add(self, index: int, row: dict[str, Any]) -> dict[str, Any]:
-        return {**row, "features": self.store.sentence(index), "feature_layers": self.store.layers}
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        return self._add(index, self.dataset[index])
-
-    def __getitems__(self, indices: list[int]) -> list[dict[str, Any]]:
-        rows = self.dataset.__getitems__(indices)
-        return [self._add(i, row) for i, row in zip(indices, rows, strict=True)]
 
 
 def padded(ids, offsets, lengths, windows: list[int], pad_id: int) -> tuple[Tensor, Tensor]:

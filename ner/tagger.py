@@ -13,6 +13,7 @@ from torch import Tensor
 from ner import checkpoint
 from ner.alignment import WindowSettings
 from ner.analysis import training_entities
+from ner.batching import move_batch
 from ner.combiners import LastLayer, LayerCombiner, ScalarMix
 from ner.encoders import BUNDLED_ENCODER, is_uncased, load_encoder, load_tokenizer, window_length
 from ner.errors import NERError
@@ -124,20 +125,17 @@ class NERTagger(pl.LightningModule):
             )
         return tuple(out.hidden_states) if all_states else (out.last_hidden_state,)
 
-    def hidden_states(self, batch: dict[str, Tensor]) -> Sequence[Tensor | None]:
-        """The hidden-state tuple of a batch: computed, or the stored `features` (the layers the
-        combiner reads, the others None) when a frozen encoder's feature cache serves the batch."""
+    def piece_vectors(self, batch: dict[str, Any]) -> Tensor:
+        """Combined piece vectors `[rows, pieces, dim]`: from the encoder, or from the `features`
+        a frozen encoder's feature cache stored (the combiner converts what it reads)."""
+        mask = batch["attention_mask"]
         if "features" not in batch:
-            return self.encode(batch["input_ids"], batch["attention_mask"])
-        hidden: list[Tensor | None] = [None] * (self.encoder.config.num_hidden_layers + 1)
-        features = batch["features"].float()  # [K, rows, pieces, hidden], one conversion
-        for layer, states in zip(batch["feature_layers"].tolist(), features, strict=True):
-            hidden[layer] = states
-        return hidden
+            return self.combiner(self.encode(batch["input_ids"], mask), mask)
+        layers = [int(i) for i in batch["feature_layers"]]
+        return self.combiner.combine_stored(batch["features"], layers, mask)
 
-    def word_vectors(self, batch: dict[str, Tensor], hidden: Sequence[Tensor | None]) -> Tensor:
-        """Combined, pooled word vectors `[batch, words, dim]` from a hidden-state tuple."""
-        pieces = self.combiner(hidden, batch["attention_mask"])  # [rows, pieces, dim]
+    def word_vectors(self, batch: dict[str, Tensor], pieces: Tensor) -> Tensor:
+        """Pooled word vectors `[batch, words, dim]` (word features appended) from `pieces`."""
         sentences, words = batch["word_mask"].shape
         vectors = self.pooling(pieces, batch["piece_word"], sentences * words)  # [B*W, dim']
         vectors = vectors.view(sentences, words, vectors.shape[-1])  # [batch, words, dim']
@@ -152,8 +150,13 @@ class NERTagger(pl.LightningModule):
         return self.word_features.inputs if self.word_features is not None else ()
 
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
-        """Emissions `[batch, words, labels]` for a batch made by `ner.batching.collate`."""
-        return self.head(self.word_vectors(batch, self.hidden_states(batch)), batch["word_mask"])
+        """Emissions `[batch, words, labels]` for a batch made by `ner.batching.collate` (or
+        served by `ner.feature_batches`)."""
+        return self.head(self.word_vectors(batch, self.piece_vectors(batch)), batch["word_mask"])
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int):
+        """Our flat batches move tensor by tensor (`batching.move_batch`), others as Lightning's."""
+        return move_batch(batch, device)
 
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None

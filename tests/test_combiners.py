@@ -235,3 +235,40 @@ def test_scalar_mix_gradients_match_the_weighted_sum_and_stay_fp32_under_autocas
         torch.testing.assert_close(h.grad, ref.grad)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert mix(states, mask).dtype == torch.float32
+
+
+@pytest.mark.parametrize(
+    "combiner, stored_layers",
+    [
+        (LastLayer(), [4]),
+        (SingleLayer(-2), [1, 3]),
+        (SumLayers(), [1, 2, 3, 4]),
+        (ConcatLayers([0, -1]), [0, 4]),
+        (ScalarMix(), [0, 1, 2, 3, 4]),  # the fast path: the block as it is
+        (ScalarMix(dropout=0.4), [0, 1, 2, 3, 4]),
+        (ScalarMix([-1, 0]), [0, 4]),  # other order: through forward
+        (ScalarMix(layer_norm=True), [0, 1, 2, 3, 4]),
+    ],
+    ids=["last", "single", "sum", "concat", "mix", "mix-dropout", "mix-order", "mix-norm"],
+)
+def test_combining_stored_states_is_forward_on_the_converted_tuple(deep, combiner, stored_layers):
+    states, mask, config = deep
+    combiner.bind(config.num_hidden_layers, config.hidden_size)
+    combiner.train()  # weight dropout draws: both sides must draw alike
+    stored = torch.stack([states[i] for i in stored_layers]).half()  # [K, R, P, H]
+    tuple_ = [s.half().float() for s in states]  # what the feature cache gives back
+    learns = any(True for _ in combiner.parameters())
+    torch.manual_seed(3)
+    expected = combiner(tuple_, mask)
+    if learns:
+        expected.sum().backward()
+    grads = [p.grad.clone() for p in combiner.parameters()]
+    combiner.zero_grad()
+    torch.manual_seed(3)
+    got = combiner.combine_stored(stored, stored_layers, mask)
+    if learns:
+        got.sum().backward()
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
+    for grad, p in zip(grads, combiner.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, grad, rtol=1e-5, atol=1e-5)

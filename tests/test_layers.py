@@ -17,7 +17,7 @@ LAYERS = [
     ["reader", "text", "encoders"],
     ["inputs", "alignment"],
     ["outputs", "dataset", "batching", "stats", "plots"],
-    ["feature_cache", "splits"],
+    ["feature_cache", "feature_batches", "splits"],
     ["datamodule"],
     ["combiners", "pooling", "crf", "metrics", "optim", "word_features", "seeds"],
     ["heads", "analysis"],
