@@ -59,6 +59,9 @@ def quiet() -> None:
     logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", message=".*self.log.*")
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    from ner.noise import silence
+
+    silence()  # the import noise `ner` itself drops (torchao, the ONNX exporter)
 
 
 def best_time(

@@ -1,5 +1,5 @@
 """The `ner` command: `fit`, `validate`, `test`, `predict` (LightningCLI) and `inspect`, `tag`,
-`seeds`, `embed`, `probe`, `project`.
+`seeds`, `embed`, `probe`, `project`, `export`.
 
 Each subcommand's module is imported only when it runs, so `ner inspect` does not pay for torch.
 """
@@ -20,6 +20,7 @@ COMMANDS = {
     "embed": "ner.commands.embed",
     "probe": "ner.commands.probe",
     "project": "ner.commands.project",
+    "export": "ner.commands.export",
 }
 LIGHTNING = "ner.commands.lightning"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -71,3 +72,29 @@ def current_umask() -> int:
     umask = os.umask(0)
     os.umask(umask)
     return umask
+
+
+@contextmanager
+def atomic_folder(path: str | Path) -> Iterator[Path]:
+    """A staging folder beside `path` (absent or empty), renamed onto it only on success: an
+    output folder appears whole, or not at all. A failure removes the staging folder."""
+    target = Path(path)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise NERError("exists and is not an empty folder; nothing was written", path=str(path))
+    if not target.parent.is_dir():
+        raise NERError("output's parent folder does not exist", path=str(target.parent))
+    try:
+        stage = Path(tempfile.mkdtemp(dir=target.parent, prefix=".partial-"))
+    except OSError as exc:
+        raise _write_error(exc, target) from None
+    try:
+        yield stage
+        os.chmod(stage, 0o777 & ~current_umask())  # mkdtemp makes it 0700
+        if target.is_dir():
+            target.rmdir()  # empty, checked above
+        os.replace(stage, target)
+    except BaseException as exc:
+        shutil.rmtree(stage, ignore_errors=True)
+        if isinstance(exc, OSError) and exc.errno in WRITE_ERRORS:
+            raise _write_error(exc, target) from None
+        raise

@@ -15,24 +15,40 @@ _TIPS = (
 )
 
 
+# logged on import by torchao (which transformers imports whenever it is installed) and by the
+# ONNX exporter: kernels for GPUs this machine does not have, enums registered the old way, and
+# torchvision's operators (unused) not being there
+_IMPORT_NOISE = {
+    "torchao": ("Failed to load ",),
+    "torch.utils._pytree": ("<enum ",),
+    "torch.onnx._internal.exporter._registration": ("torchvision is not installed",),
+}
+
+
 class _DropTips(logging.Filter):
+    def __init__(self, prefixes: tuple[str, ...] = _TIPS):
+        super().__init__()
+        self.prefixes = prefixes
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.getMessage()).startswith(_TIPS)
+        return not str(record.getMessage()).startswith(self.prefixes)
 
 
 def silence() -> None:
-    """Drop Lightning's product tips and accelerator lines (`_TIPS`), the pytree deprecation
-    Lightning 2.6 triggers itself (in its own `_pytree.py`), and its caution about custom batch
-    samplers at prediction, which ours answers."""
-    for name in ("pytorch_lightning.utilities.rank_zero", "lightning.pytorch.utilities.rank_zero"):
+    """Drop Lightning's product tips and accelerator lines (`_TIPS`), the import noise of
+    torchao and the ONNX exporter (`_IMPORT_NOISE`), the pytree deprecation Lightning 2.6 and
+    the exporter trigger themselves, and Lightning's caution about custom batch samplers at
+    prediction, which ours answers."""
+    lightning = ("pytorch_lightning.utilities.rank_zero", "lightning.pytorch.utilities.rank_zero")
+    for name, prefixes in {**dict.fromkeys(lightning, _TIPS), **_IMPORT_NOISE}.items():
         logger = logging.getLogger(name)
         if not any(isinstance(f, _DropTips) for f in logger.filters):
-            logger.addFilter(_DropTips())
-    warnings.filterwarnings(
-        "ignore",
-        message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
-        module=r"pytorch_lightning",
+            logger.addFilter(_DropTips(prefixes))
+    warnings.filterwarnings(  # raised by Lightning and, through copyreg, by the ONNX exporter
+        "ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated"
     )
+    # the ONNX exporter naming one dynamic axis once where several inputs share it
+    warnings.filterwarnings("ignore", message=r"# The axis name: .* will not be used")
     # our batch sampler yields every index at prediction (tests/test_datamodule.py)
     warnings.filterwarnings(  # `ner seeds` runs the CLI in-process with its own argv
         "ignore", message=r"LightningCLI's args parameter is intended to run from within Python"

@@ -33,3 +33,12 @@ def adamw(groups: list[dict[str, Any]], mixed_precision: bool) -> torch.optim.Ad
     # unscales a GradScaler's gradients itself), bf16 included: foreach kernels there.
     kernel = {"foreach": True} if mixed_precision else {"fused": True}
     return torch.optim.AdamW(groups, **kernel)
+
+
+def linear_schedule(optimizer: torch.optim.Optimizer, warmup_ratio: float, total: int):
+    """Linear warm-up over `warmup_ratio` of `total` steps, then linear decay to 0 (per step)."""
+    from transformers import get_linear_schedule_with_warmup
+
+    total = max(1, int(total))
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * total), total)
+    return {"scheduler": scheduler, "interval": "step"}

@@ -54,12 +54,17 @@ def autocast(device: torch.device | str, enabled: bool | None = None):
 
 def resolve_device(name: str = "auto") -> torch.device:
     """`auto`: a CUDA GPU where there is one, else the CPU; else the device named (`cpu`,
-    `cuda`, `cuda:N`), a one-line error for a name torch does not know."""
+    `cuda`, `cuda:N`), a one-line error for a name torch does not know or a GPU not there."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        return torch.device(name)
+        device = torch.device(name)
     except RuntimeError:
         raise NERError(
             f"unknown device {name!r} (auto, cpu, cuda, cuda:N)", path="--device"
         ) from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (device.index or 0) >= count:
+            raise NERError(f"no {name} here ({count} CUDA GPUs visible)", path="--device")
+    return device

@@ -13,6 +13,7 @@ from torch import Tensor
 from ner import checkpoint
 from ner.alignment import WindowSettings
 from ner.analysis import training_entities
+from ner.backends import accelerate
 from ner.batching import move_batch
 from ner.combiners import LastLayer, LayerCombiner, ScalarMix
 from ner.encoders import BUNDLED_ENCODER, is_uncased, load_encoder, load_tokenizer, window_length
@@ -21,7 +22,7 @@ from ner.feature_cache import FeatureCache
 from ner.heads import LinearHead, TaggingHead
 from ner.inference import decode_batch, predict_entities
 from ner.metrics import EntityF1
-from ner.optim import adamw, parameter_groups
+from ner.optim import adamw, linear_schedule, parameter_groups
 from ner.pooling import WordPooling
 from ner.word_features import WordFeatures
 
@@ -82,6 +83,7 @@ class NERTagger(pl.LightningModule):
         self.train_entities: list[str] | None = None  # surface strings, for `ner test`
         self.test_predictions: dict[int, list[str]] = {}
         self.test_report: dict[str, Any] | None = None
+        self.runtime = None  # batch -> emissions by another engine (`accelerate`), or None
 
     def _build_encoder(self, encoder: str, pretrained: bool) -> None:
         self.encoder = load_encoder(encoder, pretrained)
@@ -102,10 +104,8 @@ class NERTagger(pl.LightningModule):
         if word_features == "auto":
             word_features = WordFeatures() if is_uncased(self.tokenizer) else None
         self.word_features = word_features
-        config = self.encoder.config
-        dim = self.pooling.output_dim(
-            self.combiner.bind(config.num_hidden_layers, config.hidden_size)
-        )
+        layers, hidden = self.encoder.config.num_hidden_layers, self.encoder.config.hidden_size
+        dim = self.pooling.output_dim(self.combiner.bind(layers, hidden))
         extra = word_features.output_dim() if word_features is not None else 0
         self.head.bind(dim + extra, self.labels)
 
@@ -151,7 +151,9 @@ class NERTagger(pl.LightningModule):
 
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
         """Emissions `[batch, words, labels]` for a batch made by `ner.batching.collate` (or
-        served by `ner.feature_batches`)."""
+        served by `ner.feature_batches`); by the attached `runtime` at inference, if any."""
+        if self.runtime is not None and not self.training:
+            return self.runtime(batch)
         return self.head(self.word_vectors(batch, self.piece_vectors(batch)), batch["word_mask"])
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int):
@@ -236,17 +238,11 @@ class NERTagger(pl.LightningModule):
         return adamw(groups, self._trainer is not None and "mixed" in str(self.trainer.precision))
 
     def configure_optimizers(self):
-        from transformers import get_linear_schedule_with_warmup
-
         optimizer = self.optimizer()
-        total = max(1, int(self.trainer.estimated_stepping_batches))
-        scheduler = get_linear_schedule_with_warmup(
-            optimizer, int(self.warmup_ratio * total), total
+        schedule = linear_schedule(
+            optimizer, self.warmup_ratio, self.trainer.estimated_stepping_batches
         )
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
-        }
+        return {"optimizer": optimizer, "lr_scheduler": schedule}
 
     # ---- checkpoints -------------------------------------------------------------------------
     def on_save_checkpoint(self, state: dict[str, Any]) -> None:
@@ -271,10 +267,15 @@ class NERTagger(pl.LightningModule):
         return load_tagger(checkpoint_path, map_location, extra_classes)
 
     # ---- inference ---------------------------------------------------------------------------
+    def accelerate(self, backend: str = "torch", quantize: str | None = None) -> NERTagger:
+        """Infer on `backend` (`torch`, `onnx`), `quantize` None or `int8` (`ner.backends`)."""
+        return accelerate(self, backend, quantize)
+
     def predict(self, texts: Sequence[str | Sequence[str]], **kwargs: Any) -> list[list[dict]]:
         """Entities per input (`text`, `label`, `start`, `end`, `score`). Raw strings are split
         CoNLL-style; word lists are taken as given. `doc_ids=[...]` groups consecutive inputs
-        into documents (each other's context); more options: `ner.inference.map_batches`."""
+        into documents (each other's context); more options: `ner.inference.map_batches`;
+        ONNX Runtime or int8: `accelerate` first."""
         return predict_entities(self, texts, **kwargs)
 
 
@@ -288,8 +289,7 @@ def load_tagger(
 
 
 def restore(tagger: NERTagger, state: dict[str, Any], path: str | Path) -> NERTagger:
-    """Load a checkpoint's weights (strictly) and recorded settings into the tagger it
-    describes."""
+    """Load a checkpoint's weights (strictly) and recorded settings into its tagger."""
     try:
         tagger.load_state_dict(state["state_dict"], strict=True)
     except RuntimeError as exc:

@@ -433,7 +433,9 @@ def test_user_defined_combiner_trains_through_the_cli(tmp_path, tiny_model_dir, 
     assert torch.equal(tagger.head.classifier.weight, cli.model.head.classifier.weight)
 
 
-NOISE = ("LOAD REPORT", "Tip:", "LeafSpec", "FLOPs", "TPU available", "custom batch sampler")
+NOISE = ("LOAD REPORT", "Tip:", "LeafSpec", "FLOPs", "TPU available", "custom batch sampler",
+         "Failed to load", "Enum subclass", "torchvision", "pre-processing", "axis name",
+         "WARNING")  # fmt: skip
 
 
 def test_runs_print_no_known_library_noise(tmp_path, tiny_model_dir, tiny_corpus_dir):
@@ -455,7 +457,17 @@ def test_runs_print_no_known_library_noise(tmp_path, tiny_model_dir, tiny_corpus
         capture_output=True, text=True, env=env, cwd=tmp_path,
     )  # fmt: skip
     assert test.returncode == 0, test.stderr
-    for output in (fit.stdout + fit.stderr, test.stdout + test.stderr):
+    (tmp_path / "in.txt").write_text("john smith visited paris .\n")
+    fast = []  # export (exporter, quantizer), tag on it, and torchao's int8: their imports too
+    for args in (["export", str(ckpt), "exp"], ["tag", "exp", "in.txt", "--quantize", "int8"],
+                 ["tag", str(ckpt), "in.txt", "--quantize", "int8"]):  # fmt: skip
+        run = subprocess.run([sys.executable, "-m", "ner.cli", *args],
+                             capture_output=True, text=True, env=env, cwd=tmp_path)  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        fast.append(run.stdout + run.stderr)
+    for path in ("exp", "in.txt"):
+        shutil.rmtree(tmp_path / path) if path == "exp" else (tmp_path / path).unlink()
+    for output in (fit.stdout + fit.stderr, test.stdout + test.stderr, *fast):
         assert not [n for n in NOISE if n in output], output
     assert "model: BertModel (3 x 16) -> LastLayer" in fit.stderr
     assert test.stdout.count("micro avg") == 1 and "test/f1" not in test.stdout

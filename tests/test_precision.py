@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from ner import precision
+from ner.errors import NERError
 
 AVX2_ONLY = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n"
 AMX = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
@@ -50,3 +52,19 @@ def test_inference_autocast_is_off_without_fast_bf16(monkeypatch, tmp_path):
     with precision.autocast("cpu", enabled=True):
         assert torch.is_autocast_enabled("cpu")
         assert torch.get_autocast_dtype("cpu") == torch.bfloat16
+
+
+def test_a_device_that_is_not_there_is_a_one_line_error(monkeypatch):
+    # regression: `ner tag --device cuda` on a machine without CUDA ended in torch's traceback
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for name in ("cuda", "cuda:1"):
+        with pytest.raises(NERError, match=f"--device: no {name} here \\(0 CUDA GPUs visible\\)"):
+            precision.resolve_device(name)
+    with pytest.raises(NERError, match="unknown device 'tpu'"):
+        precision.resolve_device("tpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert precision.resolve_device("cuda:0") == torch.device("cuda:0")
+    with pytest.raises(NERError, match="no cuda:1 here \\(1 CUDA GPUs visible\\)"):
+        precision.resolve_device("cuda:1")
+    assert precision.resolve_device("cpu") == torch.device("cpu")

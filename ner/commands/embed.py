@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import IO, Any
 
@@ -24,7 +21,7 @@ from tqdm.auto import tqdm
 from ner.embed import COMBINE, check_layers, combine, encoder_tagger, iter_word_states
 from ner.encoders import BUNDLED_ENCODER
 from ner.errors import NERError
-from ner.files import current_umask
+from ner.files import atomic_folder
 from ner.inputs import KINDS, PredictInput, read_inputs
 from ner.pooling import MODES
 from ner.reader import read_conll
@@ -74,18 +71,6 @@ def _gold(inp: PredictInput) -> list[list[str]] | None:
         return [s.tags for s in read_conll(inp.name).sentences]
     except NERError:
         return None  # no tag column: words only
-
-
-def _staging(output: str) -> Path:
-    target = Path(output)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise NERError("exists and is not an empty folder; nothing was written", path=output)
-    if not target.parent.is_dir():
-        raise NERError("output's parent folder does not exist", path=str(target.parent))
-    try:
-        return Path(tempfile.mkdtemp(dir=target.parent, prefix=".partial-"))
-    except OSError as exc:
-        raise NERError(f"cannot write ({exc.strerror})", path=output) from None
 
 
 def _word_records(inp: PredictInput, gold: list[list[str]] | None):
@@ -142,8 +127,7 @@ def main(argv: list[str]) -> int:
     model = _model(args)
     check_layers(model, layers)
     inp = read_inputs(args.input, args.input_format)
-    stage = _staging(args.output)
-    try:
+    with atomic_folder(args.output) as stage:
         shapes = _write(stage, model, inp, args)
         meta = {
             "encoder": str(model.hparams["encoder"]),
@@ -157,12 +141,5 @@ def main(argv: list[str]) -> int:
             "windows": model.window_settings.as_dict(),
         }
         (stage / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        os.chmod(stage, 0o777 & ~current_umask())  # mkdtemp makes it 0700
-        if Path(args.output).is_dir():
-            Path(args.output).rmdir()  # empty, checked above
-        os.replace(stage, args.output)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
     print(f"embeddings: {args.output}/embeddings.npy {shapes['embeddings']}")
     return 0

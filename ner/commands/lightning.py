@@ -19,6 +19,7 @@ from ner.analysis import analyse, format_analysis, training_entities
 from ner.callbacks import PredictionFileWriter
 from ner.checkpoint import MODULE_ARGS, module_spec, read_checkpoint, tagger_kwargs
 from ner.datamodule import NERDataModule
+from ner.errors import NERError
 from ner.metrics import format_report
 from ner.outputs import write_test_outputs
 from ner.precision import auto_precision
@@ -90,6 +91,10 @@ class NERCLI(LightningCLI):
         parser.add_argument(
             "--format", type=str, default="jsonl", help="predictions format: jsonl or conll"
         )
+        parser.add_argument(
+            "--backend", type=str, default="torch", help="evaluation/prediction: torch or onnx"
+        )
+        parser.add_argument("--quantize", type=str | None, default=None, help="int8 (or none)")
 
     def _set_seed(self) -> None:
         if self.subcommand in CKPT_SUBCOMMANDS:
@@ -129,6 +134,12 @@ class NERCLI(LightningCLI):
         if self.checkpoint is not None:
             restore(self.model, self.checkpoint, self.checkpoint_path)
             self.checkpoint = None  # the weights now live in the model
+        config = self.config[self.subcommand] if self.subcommand else self.config
+        if config.get("backend", "torch") != "torch" or config.get("quantize"):
+            if self.subcommand not in CKPT_SUBCOMMANDS:
+                raise NERError("--backend and --quantize apply to validate, test and predict")
+            # the same alignment, batches and decoding; only the forward pass moves
+            self.model.accelerate(config.backend, config.quantize)
 
     def instantiate_trainer(self, **kwargs: Any):
         config = self._get(self.config_init, "trainer", default={})

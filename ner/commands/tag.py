@@ -8,7 +8,8 @@ from collections.abc import Iterable
 
 from tqdm.auto import tqdm
 
-from ner.inference import Tagged, iter_tags
+from ner.backends import BACKENDS, ExportedTagger, is_export
+from ner.inference import Tagged, Tagger, iter_tags
 from ner.inputs import KINDS, decode_lines, open_input, read_conll_input, text_passages
 from ner.outputs import FORMATS, write_predictions
 from ner.precision import resolve_device
@@ -18,7 +19,7 @@ from ner.tagger import load_tagger
 def parser() -> argparse.ArgumentParser:
     """The options of `ner tag`."""
     p = argparse.ArgumentParser(prog="ner tag", description="Tag text with a checkpoint.")
-    p.add_argument("checkpoint")
+    p.add_argument("checkpoint", help="a checkpoint, or a folder written by `ner export`")
     p.add_argument("input", nargs="?", default="-", help="text or CoNLL file; - for stdin")
     p.add_argument("--format", choices=FORMATS, default="jsonl", help="output format")
     p.add_argument(
@@ -30,7 +31,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--output", default=None, help="output file (default: stdout)")
     p.add_argument("--batch-size", type=int, default=64, help="sentences a batch at most")
     p.add_argument("--device", default="auto", help="auto (a GPU if there is one), cpu, cuda:N")
+    p.add_argument("--backend", choices=BACKENDS, default="torch", help="onnx: ONNX Runtime (CPU)")
+    p.add_argument("--quantize", choices=("int8",), default=None, help="int8 linear layers")
     return p
+
+
+def load_model(args: argparse.Namespace) -> Tagger:
+    """The model to tag with: a checkpoint on its device and backend, or an export folder."""
+    if is_export(args.checkpoint):
+        return ExportedTagger(args.checkpoint, args.quantize)
+    tagger = load_tagger(args.checkpoint)
+    onnx_auto = args.backend == "onnx" and args.device == "auto"  # onnx runs on the CPU
+    device = resolve_device("cpu" if onnx_auto else args.device)
+    return tagger.to(device).accelerate(args.backend, args.quantize)
 
 
 def _progress(tagged: Iterable[Tagged]) -> Iterable[Tagged]:
@@ -42,8 +55,7 @@ def main(argv: list[str]) -> int:
     """Tag; an output file appears whole or not at all (on stdout, records before an error
     stay). Text input is read, tagged and written a chunk at a time."""
     args = parser().parse_args(argv)
-    tagger = load_tagger(args.checkpoint)  # a bad checkpoint fails before any input is read
-    tagger.to(resolve_device(args.device))
+    tagger = load_model(args)  # a bad checkpoint fails before any input is read
     with open_input(args.input, args.input_format) as (name, kind, raw):
         corpus, doc_ids = None, None
         if kind == "conll":

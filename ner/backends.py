@@ -1,0 +1,165 @@
+"""Inference backends: the same emissions from a faster engine, behind the one inference routine.
+
+- `torch` (default) with `quantize="int8"`: torchao's dynamic int8 quantization of the encoder's
+  linear layers (int8 weights, activations quantized per token at run time).
+- `onnx`: the model's exported graph (`ner.export`) run by onnxruntime with all graph
+  optimizations; `quantize="int8"`: its dynamically quantized copy.
+
+`accelerate(model, backend, quantize)` attaches one to a tagger (`model.runtime`), so
+`tagger.predict`, `ner tag` and `ner predict` keep their alignment, batching and decoding and
+only the forward pass changes. An ONNX export is cached by the model's weights and settings.
+`ExportedTagger` tags from an export folder alone, without the checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ner.alignment import WindowSettings
+from ner.encoders import load_tokenizer
+from ner.errors import NERError
+from ner.export import FORMAT, VERSION, export_onnx
+from ner.feature_cache import encoder_fingerprint
+from ner.heads import LinearHead
+
+BACKENDS, QUANTIZE = ("torch", "onnx"), (None, "int8")
+
+
+class OnnxEmissions:
+    """`batch -> emissions [sentences, words, labels]` by an onnxruntime session on the CPU."""
+
+    def __init__(self, path: str | Path, threads: int | None = None):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = threads or torch.get_num_threads()
+        options.log_severity_level = 3  # its warnings are about node placement, not results
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.inputs = [i.name for i in self.session.get_inputs()]
+
+    def __call__(self, batch: dict[str, Tensor]) -> Tensor:
+        feed = {n: batch[n].cpu().numpy() for n in self.inputs}
+        return torch.from_numpy(self.session.run(None, feed)[0])
+
+
+def read_manifest(folder: str | Path) -> dict[str, Any]:
+    """`ner.json` of an export folder, checked."""
+    path = Path(folder) / "ner.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise NERError(f"not an ONNX export ({type(exc).__name__})", path=str(path)) from None
+    if data.get("format") != FORMAT or data.get("version", 0) > VERSION:
+        raise NERError(f"not a {FORMAT} folder of version <= {VERSION}", path=str(path))
+    return data
+
+
+def is_export(path: str | Path) -> bool:
+    """Whether `path` is an export folder (as opposed to a checkpoint file)."""
+    return Path(path).is_dir() and (Path(path) / "ner.json").is_file()
+
+
+def decoder(labels: list[str], decoding: dict[str, Any]) -> LinearHead:
+    """A head that decodes as the exported one: IOB2-constrained, with its CRF transitions."""
+    head = LinearHead(dropout=0.0, crf=decoding["kind"] == "crf")
+    head.bind(1, labels)  # the classifier is unused: emissions come from the graph
+    if head.crf_layer is not None:
+        crf = head.crf_layer
+        for name in ("transitions", "start_transitions", "end_transitions"):
+            getattr(crf, name).data = torch.tensor(decoding[name], dtype=torch.float)
+    return head.eval()
+
+
+class ExportedTagger:
+    """A tagger from an export folder (`ner export`): the `ner.inference.Tagger` the inference
+    routine needs, its forward pass by onnxruntime. `quantize="int8"` runs the int8 graph."""
+
+    def __init__(self, folder: str | Path, quantize: str | None = None):
+        data = read_manifest(folder)
+        model = {None: "float32", "int8": "int8"}[quantize]
+        if model not in data["models"]:
+            raise NERError(f"this export has no {model} model", path=str(folder))
+        self.folder = Path(folder)
+        self.labels: list[str] = data["labels"]
+        self.window_settings = WindowSettings(**data["window_settings"])
+        self.word_inputs = tuple(data["word_inputs"])
+        self.tokenizer = load_tokenizer(str(self.folder / "tokenizer"))
+        self.head = decoder(self.labels, data["decoding"])
+        self.runtime = OnnxEmissions(self.folder / data["models"][model])
+
+    def __call__(self, batch: dict[str, Tensor]) -> Tensor:
+        return self.runtime(batch)
+
+    def parameters(self) -> Iterator[Tensor]:
+        yield torch.zeros(())  # the device inference batches go to: the CPU
+
+    def eval(self) -> ExportedTagger:
+        return self
+
+
+def export_key(model: Any) -> str:
+    """What an export of `model` depends on: its weights, labels, settings and the format."""
+    digest = hashlib.sha256(f"{FORMAT}|{VERSION}|{torch.__version__}|".encode())
+    digest.update(encoder_fingerprint(model).encode())
+    digest.update(json.dumps([model.labels, model.window_settings.as_dict()]).encode())
+    return digest.hexdigest()[:32]
+
+
+def cached_export(model: Any, cache_dir: str | Path | None = None) -> Path:
+    """The export folder of `model` under `cache_dir` (default: the datasets cache), made once."""
+    import datasets
+
+    root = Path(cache_dir or Path(datasets.config.HF_DATASETS_CACHE) / "ner" / "onnx")
+    folder = root / export_key(model)
+    if not is_export(folder):
+        root.mkdir(parents=True, exist_ok=True)
+        try:
+            export_onnx(model, folder, int8=True)
+        except OSError:
+            if not is_export(folder):  # else another process exported it first
+                raise
+    return folder
+
+
+def quantize_torch_int8(model: Any) -> None:
+    """torchao's int8 dynamic quantization of the encoder's linear layers, in place."""
+    # torchao reports its optional CUDA kernels missing on a CPU machine and registers enums the
+    # way torch now deprecates: both on import, neither about this run
+    for name in ("torchao", "torch.utils._pytree"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+
+    quantize_(model.encoder, Int8DynamicActivationInt8WeightConfig())
+
+
+def accelerate(
+    model: Any,
+    backend: str = "torch",
+    quantize: str | None = None,
+    cache_dir: str | Path | None = None,
+) -> Any:
+    """Attach `backend` (`torch`, `onnx`) with `quantize` (None, `int8`) to a tagger, for
+    inference; returns it. Irreversible for `torch` + `int8` (the encoder is quantized)."""
+    if backend not in BACKENDS:
+        raise NERError(f"backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+    if quantize not in QUANTIZE:
+        raise NERError(f"quantize: {quantize!r} is not one of int8")
+    if backend == "onnx":
+        if next(model.parameters()).device.type != "cpu":
+            raise NERError("backend onnx runs on the CPU; use --device cpu")
+        folder = cached_export(model, cache_dir)
+        name = read_manifest(folder)["models"]["int8" if quantize else "float32"]
+        model.runtime = OnnxEmissions(folder / name)
+    elif quantize == "int8":
+        model.runtime = None
+        quantize_torch_int8(model)
+    return model
