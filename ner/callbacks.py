@@ -57,3 +57,20 @@ class PipelineSummary(Callback):
 
     def on_fit_start(self, trainer, pl_module) -> None:
         rank_zero_info(f"model: {describe(pl_module)}")
+
+
+class CompileEncoder(Callback):
+    """`torch.compile` (inductor) the encoder when training starts; opt-in, e.g.
+    `--trainer.callbacks+=ner.callbacks.CompileEncoder`. The length buckets give many shapes,
+    so the graph is compiled with dynamic shapes; the first steps pay the compilation
+    (README, Performance: what it bought, and cost, here).
+
+    Args:
+        dynamic: compile for symbolic batch and length sizes (False: one graph per shape).
+    """
+
+    def __init__(self, dynamic: bool = True):
+        self.dynamic = dynamic
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        pl_module.encoder.compile(dynamic=self.dynamic)
