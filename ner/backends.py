@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from ner.errors import NERError
 from ner.export import FORMAT, VERSION, export_onnx
 from ner.feature_cache import encoder_fingerprint
 from ner.heads import LinearHead
+from ner.noise import silence_imports
 
 BACKENDS, QUANTIZE = ("torch", "onnx"), (None, "int8")
 
@@ -132,10 +132,7 @@ def cached_export(model: Any, cache_dir: str | Path | None = None) -> Path:
 
 def quantize_torch_int8(model: Any) -> None:
     """torchao's int8 dynamic quantization of the encoder's linear layers, in place."""
-    # torchao reports its optional CUDA kernels missing on a CPU machine and registers enums the
-    # way torch now deprecates: both on import, neither about this run
-    for name in ("torchao", "torch.utils._pytree"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    silence_imports()  # torchao's import noise (ner.noise), should this be its first import
     from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
 
     quantize_(model.encoder, Int8DynamicActivationInt8WeightConfig())

@@ -25,7 +25,7 @@ _IMPORT_NOISE = {
 }
 
 
-class _DropTips(logging.Filter):
+class _DropPrefixes(logging.Filter):
     def __init__(self, prefixes: tuple[str, ...] = _TIPS):
         super().__init__()
         self.prefixes = prefixes
@@ -34,16 +34,26 @@ class _DropTips(logging.Filter):
         return not str(record.getMessage()).startswith(self.prefixes)
 
 
+def _drop(prefixes_of: dict[str, tuple[str, ...]]) -> None:
+    for name, prefixes in prefixes_of.items():
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropPrefixes) for f in logger.filters):
+            logger.addFilter(_DropPrefixes(prefixes))
+
+
+def silence_imports() -> None:
+    """Drop only the import noise of torchao and the ONNX exporter (`_IMPORT_NOISE`): for
+    library code that imports them itself."""
+    _drop(_IMPORT_NOISE)
+
+
 def silence() -> None:
     """Drop Lightning's product tips and accelerator lines (`_TIPS`), the import noise of
     torchao and the ONNX exporter (`_IMPORT_NOISE`), the pytree deprecation Lightning 2.6 and
     the exporter trigger themselves, and Lightning's caution about custom batch samplers at
     prediction, which ours answers."""
     lightning = ("pytorch_lightning.utilities.rank_zero", "lightning.pytorch.utilities.rank_zero")
-    for name, prefixes in {**dict.fromkeys(lightning, _TIPS), **_IMPORT_NOISE}.items():
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, _DropTips) for f in logger.filters):
-            logger.addFilter(_DropTips(prefixes))
+    _drop({**dict.fromkeys(lightning, _TIPS), **_IMPORT_NOISE})
     warnings.filterwarnings(  # raised by Lightning and, through copyreg, by the ONNX exporter
         "ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated"
     )

@@ -12,6 +12,7 @@ import torch
 from conftest import tiny_sentences
 from test_cli import run_ner
 from test_inference_path import context_run  # noqa: F401  (the fixture)
+from test_inference_path import emissions as emitted
 
 import ner.backends
 import ner.errors
@@ -27,12 +28,8 @@ INT8_TAG_AGREEMENT = 0.95
 
 
 def emissions(model, sentences):
-    def run(batch):
-        out = model(batch).float()
-        lengths = batch["word_mask"].sum(1).tolist()
-        return [e[:n].numpy() for e, n in zip(out, lengths, strict=True)]
-
-    return list(map_batches(model, run, sentences, bf16=False))
+    """Each sentence's emissions `[words, labels]`, in fp32, through the inference routine."""
+    return [e.numpy() for e in map_batches(model, emitted(model), sentences, bf16=False)]
 
 
 def tags(model, sentences):

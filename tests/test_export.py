@@ -12,12 +12,16 @@ import numpy as np
 import pytest
 import torch
 from test_cli import run_ner
-from test_inference_path import context_run  # noqa: F401, F811  (the fixture)
+from test_inference_path import (
+    context_run,  # noqa: F401, F811  (the fixture)
+    emissions,
+)
 
 from ner.combiners import ConcatLayers, LastLayer, MeanLayers, ScalarMix, SingleLayer, SumLayers
 from ner.errors import NERError
 from ner.export import export_onnx
 from ner.heads import LinearHead
+from ner.inference import map_batches
 from ner.pooling import WordPooling
 from ner.tagger import NERTagger
 from ner.word_features import WordFeatures
@@ -63,13 +67,7 @@ def tagger(tiny_model_dir: Path, **parts) -> NERTagger:
 
 def reference(model: NERTagger) -> list[np.ndarray]:
     """The torch emissions of each sentence, `[words, labels]`, through the inference routine."""
-    from ner.inference import map_batches
-
-    def run(batch):
-        out = model(batch).float()
-        return [e[:n].numpy() for e, n in zip(out, batch["word_mask"].sum(1).tolist(), strict=True)]
-
-    return list(map_batches(model, run, SENTENCES, bf16=False))
+    return [e.numpy() for e in map_batches(model, emissions(model), SENTENCES, bf16=False)]
 
 
 def test_export_runs_with_onnxruntime_alone(tmp_path, tiny_model_dir):
@@ -105,17 +103,12 @@ def test_export_runs_with_onnxruntime_alone(tmp_path, tiny_model_dir):
 )
 def test_every_built_in_combiner_and_pooling_exports(tmp_path, tiny_model_dir, combiner, pooling):
     from ner.backends import ExportedTagger
-    from ner.inference import map_batches
 
     model = tagger(tiny_model_dir, combiner=combiner, pooling=WordPooling(pooling))
     folder = export_onnx(model, tmp_path / "export", int8=False)
     exported = ExportedTagger(folder)
-
-    def run(batch):
-        out = exported(batch)
-        return [e[:n].numpy() for e, n in zip(out, batch["word_mask"].sum(1).tolist(), strict=True)]
-
-    for got, want in zip(map_batches(exported, run, SENTENCES), reference(model), strict=True):
+    got_all = map_batches(exported, emissions(exported), SENTENCES)
+    for got, want in zip(got_all, reference(model), strict=True):
         np.testing.assert_allclose(got, want, atol=1e-5)
 
 

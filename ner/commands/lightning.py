@@ -106,9 +106,12 @@ class NERCLI(LightningCLI):
         # whatever class paths they name. `from_checkpoint` does it safely instead.
         return
 
-    def before_instantiate_classes(self) -> None:
+    def _command_config(self) -> Namespace:
         # no subcommand: classes instantiated only (`cli_for`), as for fit
-        config = self.config[self.subcommand] if self.subcommand else self.config
+        return self.config[self.subcommand] if self.subcommand else self.config
+
+    def before_instantiate_classes(self) -> None:
+        config = self._command_config()
         self.checkpoint_path, self.checkpoint = None, None
         # our batch sampler shards batches across ranks itself, and Lightning cannot inject its
         # sampler into it (it would fail under DDP): for every command, not only trainer.yaml's
@@ -134,7 +137,7 @@ class NERCLI(LightningCLI):
         if self.checkpoint is not None:
             restore(self.model, self.checkpoint, self.checkpoint_path)
             self.checkpoint = None  # the weights now live in the model
-        config = self.config[self.subcommand] if self.subcommand else self.config
+        config = self._command_config()
         if config.get("backend", "torch") != "torch" or config.get("quantize"):
             if self.subcommand not in CKPT_SUBCOMMANDS:
                 raise NERError("--backend and --quantize apply to validate, test and predict")
