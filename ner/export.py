@@ -30,7 +30,7 @@ from torch import Tensor, nn
 from ner.errors import NERError
 from ner.files import atomic_folder
 from ner.inference import Tagger, map_batches
-from ner.shapes import SHAPES
+from ner.shapes import MAX_BYTES, SHAPES
 
 FORMAT, VERSION = "ner-onnx", 1
 OPSET = 18  # ScatterElements with min/max reduction (first/last-piece pooling) needs 18
@@ -146,6 +146,7 @@ def manifest(model: Tagger, quantized: bool, source: str | None) -> dict[str, An
         "inputs": {n: list(AXES[n]) for n in names},
         "word_inputs": list(model.word_inputs),
         "word_shapes": list(SHAPES),
+        "word_bytes": MAX_BYTES,
         "models": {"float32": "model.onnx", **({"int8": "model.int8.onnx"} if quantized else {})},
         "decoding": decoding(model),
     }

@@ -50,8 +50,8 @@ def silence_imports() -> None:
 def silence() -> None:
     """Drop Lightning's product tips and accelerator lines (`_TIPS`), the import noise of
     torchao and the ONNX exporter (`_IMPORT_NOISE`), the pytree deprecation Lightning 2.6 and
-    the exporter trigger themselves, and Lightning's caution about custom batch samplers at
-    prediction, which ours answers."""
+    the exporter trigger themselves, Lightning's caution about custom batch samplers at
+    prediction, which ours answers, and its note that the module moves batches itself."""
     lightning = ("pytorch_lightning.utilities.rank_zero", "lightning.pytorch.utilities.rank_zero")
     _drop({**dict.fromkeys(lightning, _TIPS), **_IMPORT_NOISE})
     warnings.filterwarnings(  # raised by Lightning and, through copyreg, by the ONNX exporter
@@ -59,10 +59,14 @@ def silence() -> None:
     )
     # the ONNX exporter naming one dynamic axis once where several inputs share it
     warnings.filterwarnings("ignore", message=r"# The axis name: .* will not be used")
-    # our batch sampler yields every index at prediction (tests/test_datamodule.py)
     warnings.filterwarnings(  # `ner seeds` runs the CLI in-process with its own argv
         "ignore", message=r"LightningCLI's args parameter is intended to run from within Python"
     )
+    # our batch sampler yields every index at prediction (tests/test_datamodule.py)
     warnings.filterwarnings(
         "ignore", message=r"You are using a custom batch sampler `LengthBucketSampler`"
+    )
+    # NERTagger.transfer_batch_to_device is meant to win over the data module's (which has none)
+    warnings.filterwarnings(
+        "ignore", message=r"You have overridden `transfer_batch_to_device` in `LightningModule`"
     )

@@ -31,7 +31,7 @@ from ner.embed import iter_word_states
 from ner.errors import NERError
 from ner.heads import IGNORE, TaggingHead
 from ner.metrics import entity_counts, entity_scores
-from ner.seeds import mean_std
+from ner.seeds import cell, mean_std
 from ner.tagger import NERTagger
 
 COMBINERS = {"sum last 4": SumLayers, "mean last 4": MeanLayers,
@@ -240,10 +240,6 @@ def best_layer(rows: Sequence[dict]) -> int:
     return max((r for r in rows if r["layer"] is not None), key=lambda r: r["dev"][0])["layer"]
 
 
-def _cell(pair: tuple[float, float]) -> str:
-    return f"{pair[0]:.2f} ± {pair[1]:.2f}"
-
-
 def csv_rows(rows: Sequence[dict]) -> list[list]:
     """probe.csv: a header, then one line a row (F1 in points; test columns only if scored)."""
     test = all("test" in r for r in rows)
@@ -258,8 +254,8 @@ def csv_rows(rows: Sequence[dict]) -> list[list]:
     return lines
 
 
-def _round(value: float) -> float:
-    return round(value, 4)
+def _round(value: float | None) -> float | str:
+    return "" if value is None else round(value, 4)
 
 
 def markdown(rows: Sequence[dict], title: str) -> str:
@@ -271,7 +267,7 @@ def markdown(rows: Sequence[dict], title: str) -> str:
     lines += ["|---|---:|" + ("---:|" if test else "")]
     for r in rows:
         name = "0 (embeddings)" if r["layer"] == 0 else r["name"]
-        lines.append(f"| {name} | {_cell(r['dev'])} |" + (f" {_cell(r['test'])} |" if test else ""))
+        lines.append(f"| {name} | {cell(r['dev'])} |" + (f" {cell(r['test'])} |" if test else ""))
     for r in rows:
         if "weights" in r:
             weights = ", ".join(f"{k}: {w:.3f}" for k, w in enumerate(r["weights"]))

@@ -9,10 +9,11 @@ from typing import Any
 TYPES_KEY = "f1_"
 
 
-def mean_std(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (0 for a single value)."""
+def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
+    """Mean and sample standard deviation (None for a single value: one seed has no spread,
+    and a 0.00 would read as a perfectly stable result)."""
     values = [float(v) for v in values]
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
 
 
 def types_of(report: Mapping[str, Any]) -> list[str]:
@@ -34,8 +35,10 @@ def summary(runs: Sequence[Mapping[str, Any]], splits: Sequence[str] = ("dev", "
     return out
 
 
-def _cell(pair: tuple[float, float]) -> str:
-    return f"{pair[0]:.2f} ± {pair[1]:.2f}"
+def cell(pair: tuple[float, float | None], digits: int = 2) -> str:
+    """`mean ± std` as printed in the tables; `± n/a` where there is one value."""
+    spread = "n/a" if pair[1] is None else f"{pair[1]:.{digits}f}"
+    return f"{pair[0]:.{digits}f} ± {spread}"
 
 
 def markdown(name: str, runs: Sequence[Mapping[str, Any]]) -> str:
@@ -58,10 +61,10 @@ def markdown(name: str, runs: Sequence[Mapping[str, Any]]) -> str:
         rows.append(cells)
     mean = [name, "mean ± std"]
     for split in splits:
-        mean += [_cell(stats[split]["f1"])]
-        mean += [_cell(stats[split][TYPES_KEY + t]) for t in types]
+        mean += [cell(stats[split]["f1"])]
+        mean += [cell(stats[split][TYPES_KEY + t]) for t in types]
     if "fit_s" in stats:
-        mean.append(f"{stats['fit_s'][0]:.0f} ± {stats['fit_s'][1]:.0f}")
+        mean.append(cell(stats["fit_s"], digits=0))
     else:
         mean.append("")
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]

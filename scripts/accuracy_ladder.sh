@@ -1,25 +1,32 @@
 #!/usr/bin/env bash
 # What each change of the recipe buys on dev (eng.testa), 3 seeds each: `ner seeds` per step.
 # Tables in runs/exp/<step>/seeds.md; checkpoints in checkpoints/exp/<step>/seed-S/.
-# Usage: bash scripts/accuracy_ladder.sh [STEP...]   (default: all, in order)
+# Usage: [SEEDS="1"] bash scripts/accuracy_ladder.sh [STEP...]   (default: all steps, seeds 1 2 3)
 # Finished seeds are read back, so the script resumes where it stopped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=(-c configs/conll2003-minilm.yaml --trainer.enable_progress_bar false)
+# Each step's options are relative to the current default (casing features + CRF head).
 declare -A steps=(
-  [base]="--model.word_features null"
-  [casing]=""
-  [crf]="--model.head ner.heads.LinearHead --model.head.crf true"
+  [base]="--model.head.crf false --model.word_features null"
+  [casing]="--model.head.crf false"
+  [crf]=""
   [chars]="--model.word_features ner.word_features.WordFeatures --model.word_features.char_dim 16"
-  [context16]="--model.head ner.heads.LinearHead --model.head.crf true --data.context_pieces 16"
-  [scalar_mix]="--model.head ner.heads.LinearHead --model.head.crf true --model.combiner configs/combiner/scalar_mix.yaml"
-  [lr1e-4]="--model.head ner.heads.LinearHead --model.head.crf true --model.encoder_lr 1e-4"
-  [epochs5]="--model.head ner.heads.LinearHead --model.head.crf true --trainer.max_epochs 5"
+  [context16]="--data.context_pieces 16"
+  [context64]="--data.context_pieces 64"
+  [scalar_mix]="--model.combiner configs/combiner/scalar_mix.yaml"
+  [concat_last4]="--model.combiner configs/combiner/concat_last4.yaml"
+  [lr1e-4]="--model.encoder_lr 1e-4"
+  [lr2e-4]="--model.encoder_lr 2e-4"
+  [lr1e-4+chars]="--model.encoder_lr 1e-4 --model.word_features ner.word_features.WordFeatures --model.word_features.char_dim 16"
+  [lr1e-4+chars+context32]="--model.encoder_lr 1e-4 --model.word_features ner.word_features.WordFeatures --model.word_features.char_dim 16 --data.context_pieces 32"
+  [batch16]="--data.batch_size 16"
+  [epochs5]="--trainer.max_epochs 5"
 )
-order=(base casing crf chars context16 scalar_mix lr1e-4 epochs5)
+order=(base casing crf chars context16 context64 scalar_mix concat_last4 lr1e-4 lr2e-4 lr1e-4+chars lr1e-4+chars+context32 batch16 epochs5)
 for step in "${@:-${order[@]}}"; do
   # shellcheck disable=SC2086  # the options are words
-  .venv/bin/ner seeds --seeds 1 2 3 --run "exp/$step" "${base[@]}" ${steps[$step]} \
+  .venv/bin/ner seeds --seeds ${SEEDS:-1 2 3} --run "exp/$step" "${base[@]}" ${steps[$step]} \
     >"runs/exp/$step.log" 2>&1
   tail -n 6 "runs/exp/$step.log"
 done

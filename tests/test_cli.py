@@ -435,7 +435,7 @@ def test_user_defined_combiner_trains_through_the_cli(tmp_path, tiny_model_dir, 
 
 NOISE = ("LOAD REPORT", "Tip:", "LeafSpec", "FLOPs", "TPU available", "custom batch sampler",
          "Failed to load", "Enum subclass", "torchvision", "pre-processing", "axis name",
-         "WARNING")  # fmt: skip
+         "WARNING", "transfer_batch_to_device")  # fmt: skip
 
 
 def test_runs_print_no_known_library_noise(tmp_path, tiny_model_dir, tiny_corpus_dir):

@@ -88,15 +88,36 @@ def test_every_combiner_config_instantiates(combiner: Path, tiny_model_dir, tiny
     assert type(cli.model.combiner).__name__ in combiner.read_text()
 
 
+def referenced_configs(path: Path) -> set[Path]:
+    """The config files `path` names (`data: data/conll2003.yaml`, `head: ../head/crf.yaml`),
+    and the files they name in turn."""
+    found: set[Path] = set()
+    todo = [path]
+    while todo:
+        current = todo.pop()
+        for name in re.findall(r"[\w./-]+\.yaml", current.read_text()):
+            target = (current.parent / name).resolve()
+            if target.is_file() and target not in found:
+                found.add(target)
+                todo.append(target)
+    return found
+
+
 def test_every_config_file_is_used_by_a_ready_run_or_the_readme():
-    text = (ROOT / "README.md").read_text() + "".join(
-        (CONFIGS_DIR / name).read_text() for name in READY_RUNS
-    )
+    readme = (ROOT / "README.md").read_text()
+    used = set().union(*(referenced_configs(CONFIGS_DIR / name) for name in READY_RUNS))
     for path in CONFIGS_DIR.rglob("*.yaml"):
         if path.parent.name == "combiner":
             continue  # the combiner menu, each instantiated above
         relative = path.relative_to(CONFIGS_DIR)
-        assert str(relative) in text or path.name in text, f"configs/{relative} is used nowhere"
+        in_readme = str(relative) in readme or path.name in readme
+        assert path.resolve() in used or in_readme, f"configs/{relative} is used nowhere"
+
+
+def test_config_references_are_followed():
+    used = referenced_configs(CONFIGS_DIR / "conll2003-minilm.yaml")
+    assert CONFIGS_DIR.resolve() / "head" / "crf.yaml" in used  # through encoder/minilm.yaml
+    assert CONFIGS_DIR.resolve() / "conll2003-bert-base.yaml" not in used
 
 
 def test_offline_default_instantiates_with_the_bundled_encoder(conll_dir, monkeypatch):
@@ -108,6 +129,12 @@ def test_offline_default_instantiates_with_the_bundled_encoder(conll_dir, monkey
     assert cli.model.scheme == "IOB1"
     assert cli.trainer.precision == auto_precision("cpu")
     assert cli.trainer.max_epochs == 3 and cli.trainer.gradient_clip_val == 1.0
+    # the recipe chosen on dev (NOTES.md, accuracy ladder)
+    assert cli.model.head.crf_layer is not None and cli.model.encoder_lr == 1e-4
+    features = cli.model.word_features
+    assert features.casing_dim == 16 and features.char_dim == 16
+    assert features.inputs == ("word_shape", "word_chars")
+    assert cli.datamodule.context_pieces == 32
     dirs = {c.dirpath for c in cli.trainer.callbacks if isinstance(c, ModelCheckpoint)}
     assert dirs == {str(ROOT / "checkpoints" / "conll2003-minilm")}
     assert cli.trainer.logger.name == "conll2003-minilm"

@@ -112,6 +112,24 @@ def test_every_built_in_combiner_and_pooling_exports(tmp_path, tiny_model_dir, c
         np.testing.assert_allclose(got, want, atol=1e-5)
 
 
+def test_character_features_export(tmp_path, tiny_model_dir):
+    """The character CNN's byte input through the graph: mixed case, non-ASCII and a word past
+    the byte limit that `ner.json` states."""
+    from ner.backends import ExportedTagger
+
+    features = WordFeatures(casing_dim=4, char_dim=4, char_filters=6)
+    model = tagger(tiny_model_dir, word_features=features)
+    sentences = [["McDonald", "visited", "Zürich", "."], ["Donaudampfschifffahrtsgesellschaft"]]
+    folder = export_onnx(model, tmp_path / "export", int8=False)
+    meta = json.loads((folder / "ner.json").read_text())
+    assert meta["word_inputs"] == ["word_shape", "word_chars"] and meta["word_bytes"] == 24
+    exported = ExportedTagger(folder)
+    got = map_batches(exported, emissions(exported), sentences)
+    want = map_batches(model, emissions(model), sentences, bf16=False)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, atol=1e-5)
+
+
 class BranchingCombiner(LastLayer):
     """A user combiner whose control flow depends on the data: no single graph computes it."""
 

@@ -170,3 +170,15 @@ def test_bad_input_is_one_line_and_writes_nothing(
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == (["empty.txt"] if case == "empty train"
                                                           else [])  # fmt: skip
+
+
+def test_one_seed_writes_no_spread(tmp_path):
+    """Regression: one seed's std was written as 0 (a stable-looking result); now it is empty
+    in probe.csv, `± n/a` in probe.md, and the plot draws no error bars."""
+    runs = [{"seed": 1, "epoch": 2, "dev": 0.75}]
+    rows = [probe.summarize("hidden state 0", 0, runs), probe.summarize("sum", None, runs)]
+    assert rows[0]["dev"] == (75.0, None)
+    assert probe.csv_rows(rows)[1] == ["hidden state 0", 0, 75.0, "", "1", "2"]
+    assert "75.00 ± n/a" in probe.markdown(rows, "tiny")
+    command.write_plot(tmp_path / "probe.png", rows, "tiny")
+    assert Image.open(tmp_path / "probe.png").size[0] > 0

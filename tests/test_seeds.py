@@ -16,7 +16,7 @@ def report(f1: float, per: float) -> dict:
 
 
 def test_mean_and_sample_std_by_hand():
-    assert mean_std([0.5]) == (0.5, 0.0)
+    assert mean_std([0.5]) == (0.5, None)  # one seed: no spread, not a spread of 0
     mean, std = mean_std([1.0, 2.0, 4.0])
     assert mean == pytest.approx(7 / 3)
     # sample variance: ((1-7/3)^2 + (2-7/3)^2 + (4-7/3)^2) / 2 = 14/9 / ... = 2.3333
@@ -43,6 +43,14 @@ def test_summary_and_table_of_three_seeds():
         "| 40.00 ± 0.00 | 100.00 ± 0.00 | 20 ± 10 |"
     )
     assert "test" not in summary([{k: v for k, v in r.items() if k != "test"} for r in runs])
+
+
+def test_one_seed_prints_no_spread():
+    """Regression: a single seed printed `92.64 ± 0.00`, as if it had been stable over seeds."""
+    table = markdown("exp", [{"seed": 1, "fit_s": 12.0, "dev": report(0.9, 0.5)}])
+    assert table.splitlines()[-1] == (
+        "| exp | mean ± std | 90.00 ± n/a | 50.00 ± n/a | 100.00 ± n/a | 12 ± n/a |"
+    )
 
 
 def test_ner_seeds_trains_and_scores_each_seed(

@@ -136,7 +136,9 @@ def write_plot(path: Path, rows: list[dict], title: str) -> None:
     layers = [r for r in rows if r["layer"] is not None]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     x = [r["layer"] for r in layers]
-    ax.errorbar(x, [r["dev"][0] for r in layers], yerr=[r["dev"][1] for r in layers],
+    spread = [r["dev"][1] for r in layers]
+    spread = None if None in spread else spread  # one seed: no error bars
+    ax.errorbar(x, [r["dev"][0] for r in layers], yerr=spread,
                 marker="o", capsize=3, color="black", label="one hidden state")  # fmt: skip
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for color, r in zip(colors, (r for r in rows if r["layer"] is None), strict=False):
