@@ -19,7 +19,7 @@ CONLL_TYPES = ("LOC", "MISC", "ORG", "PER")
 
 def conll_labels() -> list[str]:
     """The IOB2 label set of CoNLL-2003, as the data module builds it."""
-    from ner.schemes import label_list
+    from ner.corpus.schemes import label_list
 
     return label_list(CONLL_TYPES)
 
@@ -40,7 +40,7 @@ def load_sentences(
     split: str, limit: int | None = None, seed: int | None = None
 ) -> list[tuple[list[str], list[str]]]:
     """(words, IOB2 tags) of `eng.<split>`; `seed`: in a seeded shuffled order; `limit`: first n."""
-    from ner.reader import read_conll
+    from ner.corpus.reader import read_conll
 
     sentences = [(s.words, s.tags) for s in read_conll(str(CONLL_DIR / f"eng.{split}")).sentences]
     if seed is not None:
@@ -59,7 +59,7 @@ def quiet() -> None:
     logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", message=".*self.log.*")
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-    from ner.noise import silence
+    from ner.utils.noise import silence
 
     silence()  # the import noise `ner` itself drops (torchao, the ONNX exporter)
 
@@ -85,7 +85,7 @@ def best_time(
 def native_bf16() -> bool:
     """Whether the CPU computes bf16 in hardware (AMX or AVX-512 BF16); else bf16 is emulated
     and far slower than fp32, so the benchmarks shrink their bf16 runs."""
-    from ner.precision import cpu_has_fast_bf16
+    from ner.utils.precision import cpu_has_fast_bf16
 
     return cpu_has_fast_bf16()
 
@@ -102,7 +102,7 @@ def cpu_summary() -> str:
                 break
     except OSError:
         pass
-    from ner.precision import cpu_flags
+    from ner.utils.precision import cpu_flags
 
     isa = sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
     bf16 = "native bf16" if native_bf16() else "NO native bf16 (emulated)"
@@ -198,7 +198,7 @@ def build_tagger(encoder: str, ckpt: str | None = None, seed: int = 42):
     """The tagger from `ckpt`, or an untrained one on `encoder` (seeded weights)."""
     import torch
 
-    from ner.tagger import NERTagger
+    from ner.model.tagger import NERTagger
 
     if ckpt:
         return NERTagger.load_from_checkpoint(ckpt)

@@ -46,15 +46,15 @@ class EpochTimer(pl.Callback):
 
 
 def combiner(name: str):
-    from ner.combiners import LastLayer, ScalarMix
+    from ner.modules.combiners import LastLayer, ScalarMix
 
     return {"scalar_mix": ScalarMix, "last": LastLayer}[name]()
 
 
 def frozen_run(args, train_file: Path, cache_dir: Path, cache_features: bool = True):
     """The data module and frozen-encoder tagger both sides use (one recipe)."""
-    from ner.datamodule import NERDataModule
-    from ner.tagger import NERTagger
+    from ner.data.datamodule import NERDataModule
+    from ner.model.tagger import NERTagger
 
     data = NERDataModule(
         train_file=str(train_file),
@@ -96,7 +96,7 @@ def fit(args, train_file: Path, cache_dir: Path, cache_features: bool, epochs: i
 
 def build_cache(args, train_file: Path, cache_dir: Path) -> tuple[float, int, list[int]]:
     """Time the one encoding pass that fills the cache; (seconds, bytes on disk, layers)."""
-    from ner.feature_cache import FeatureCache
+    from ner.data.feature_cache import FeatureCache
 
     data, tagger = frozen_run(args, train_file, cache_dir)
     data.use_model(tagger)  # its window settings and word features, as `ner fit` does

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import CONLL_DIR, conll_labels, describe, encoder_path, quiet
-from ner.metrics import entity_counts, entity_scores
-from ner.reader import read_conll
+from ner.corpus.reader import read_conll
+from ner.evaluation.metrics import entity_counts, entity_scores
 
 
 def sentences(split: str, limit: int | None = None) -> list[tuple[list[str], list[str]]]:
@@ -94,8 +94,9 @@ def word_tags(trainer, tokenizer, data, labels) -> list[list[str]]:
     return out
 
 
-def run(seed: int, epochs: float, encoder: str, limit: int | None) -> dict:
-    """Train the recipe once; dev and test scores of its last epoch, and the wall time."""
+def run(seed: int, epochs: float, encoder: str, limit: int | None, out: Path) -> dict:
+    """Train the recipe once; dev and test scores of its last epoch, and the wall time. Each
+    split's predictions go to `out/seed-S.<split>.txt` (conlleval's `word gold pred`)."""
     from transformers import (
         AutoTokenizer,
         DataCollatorForTokenClassification,
@@ -120,7 +121,16 @@ def run(seed: int, epochs: float, encoder: str, limit: int | None) -> dict:
         pred = word_tags(trainer, tokenizer, data, labels)
         counts = entity_counts(pred, [t for _, t in data])
         result[name] = entity_scores(counts, ["LOC", "MISC", "ORG", "PER"])
+        write_predictions(out / f"seed-{seed}.{name}.txt", data, pred)
     return result
+
+
+def write_predictions(path: Path, data, pred: list[list[str]]) -> None:
+    """`word gold pred` lines, a blank line after each sentence (IOB2)."""
+    with open(path, "w", encoding="utf-8") as handle:
+        for (words, gold), tags in zip(data, pred, strict=True):
+            handle.writelines(f"{w} {g} {t}\n" for w, g, t in zip(words, gold, tags, strict=True))
+            handle.write("\n")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -138,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     limit, epochs = (40, 1.0) if args.smoke else (None, args.epochs)
     for seed in args.seeds:
-        result = run(seed, epochs, args.encoder or encoder_path(), limit)
+        result = run(seed, epochs, args.encoder or encoder_path(), limit, out)
         (out / f"seed-{seed}.json").write_text(json.dumps(result, indent=2) + "\n")
         print(
             f"seed {seed}: dev F1 {100 * result['dev']['f1']:.2f}, "

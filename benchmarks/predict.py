@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import (
+    ROOT,
     build_tagger,
     describe,
     load_sentences,
@@ -45,8 +46,8 @@ def export_hf(tagger, directory: Path) -> bool:
     """
     from transformers import AutoModelForTokenClassification
 
-    from ner.combiners import LastLayer
-    from ner.heads import LinearHead
+    from ner.modules.combiners import LastLayer
+    from ner.modules.heads import LinearHead
 
     config = tagger.encoder.config
     config.num_labels = len(tagger.labels)
@@ -76,13 +77,13 @@ def head_checksum(tagger) -> float:
 def child(side: str, texts: list[str], args) -> dict:
     """Time one side on `texts` after a warm-up; report its sentences/s and peak RSS."""
     if side.startswith("ours"):
-        from ner.backends import accelerate
+        from ner.inference.backends import accelerate
 
         tagger = build_tagger(args.encoder, args.ckpt, args.seed)
         checksum = head_checksum(tagger)
         backend, quantize, bf16 = OURS[side]
         # an ONNX export is made once per model and cached: made here, before the clock
-        accelerate(tagger, backend, quantize, cache_dir=Path(args.hf_dir).parent / "onnx")
+        accelerate(tagger, backend, quantize, folder=Path(args.hf_dir).parent / "onnx")
 
         def run(batch: list[str]) -> list:
             return tagger.predict(batch, bf16=bf16)
@@ -129,7 +130,7 @@ def spawn(sides: list[str], args, texts_file: Path, hf_dir: Path) -> list[dict]:
     cmd += ["--bf16-limit", str(args.bf16_limit)] if args.bf16_limit else []
     for side in sides:
         cmd += ["--child", side]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
     lines = proc.stdout.splitlines()
@@ -193,9 +194,9 @@ def main(argv: list[str] | None = None) -> None:
         f"model: {args.ckpt or f'untrained tagger on {describe(args.encoder)} (seeded)'}; the HF"
         f" model has the same encoder weights and {weights}",
         "ours: tagger.predict defaults (length-bucketed batches, constrained Viterbi);"
-        " bf16 via `NERTagger.predict(texts, bf16=True)` (ner.precision.autocast); int8 and"
-        " onnx via `tagger.accelerate(backend, quantize)` (ner.backends; the ONNX export is"
-        " made before the clock starts, as `ner tag` caches it)",
+        " bf16 via `NERTagger.predict(texts, bf16=True)` (ner.utils.precision.autocast); int8 and"
+        " onnx via `tagger.accelerate(backend, quantize)` (ner.inference.backends; the ONNX"
+        " export is made before the clock starts, as `ner tag` caches it)",
         "HF: pipeline('token-classification', aggregation_strategy='first', batch_size=32),"
         " input order, argmax",
         "peak RSS: VmHWM of each side's own process (imports + model + tagging);"

@@ -3,7 +3,7 @@
     python -m benchmarks.stream [--ckpt PATH] [--sizes SMALL MEDIUM LARGE] [--smoke] [--json PATH]
 
 The files hold eng.testb sentences (in a seeded shuffled order) as raw text, one a line, cycled
-to the count. Each size is one `python -m ner.cli tag` process of its own; its peak RSS is the
+to the count. Each size is one `python -m ner.cli.main tag` process of its own; its peak RSS is the
 ru_maxrss that `os.wait4` returns for it (what /usr/bin/time reports), so the figures do not mix.
 Without --ckpt an untrained tagger on the encoder (seeded) is saved as a checkpoint first.
 
@@ -48,7 +48,7 @@ def write_texts(path: Path, texts: list[str], count: int) -> None:
 
 def run_tag(ckpt: str, text: Path, output: Path) -> dict:
     """Run `ner tag` on `text` in a fresh process; its wall seconds and peak RSS (MiB)."""
-    cmd = [sys.executable, "-m", "ner.cli", "tag", ckpt, str(text), "--output", str(output)]
+    cmd = [sys.executable, "-m", "ner.cli.main", "tag", ckpt, str(text), "--output", str(output)]
     with tempfile.TemporaryFile("w+") as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)

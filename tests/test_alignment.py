@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 
 import pytest
-from conftest import TINY_WORDS
+from helpers import TINY_WORDS, align_sentences
 
-from ner.alignment import align_sentences, build_windows, special_tokens, tokenize_words
-from ner.encoders import load_tokenizer
-from ner.errors import NERError
+from ner.data.alignment import build_windows, special_tokens, tokenize_words
+from ner.data.encoders import load_tokenizer
+from ner.utils.errors import NERError
 
 ZERO_PIECE = ["\u200b", "\x00", "\u00ad", "\u0301"]
 

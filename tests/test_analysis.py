@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ner.analysis import analyse, bootstrap_f1, format_analysis, training_entities
-from ner.metrics import entity_counts, entity_scores
+from ner.evaluation.analysis import analyse, bootstrap_f1, format_analysis, training_entities
+from ner.evaluation.metrics import entity_counts, entity_scores
 
 WORDS = [
     ["John", "Smith", "visited", "New", "York", "City", "Hall", "."],

@@ -10,10 +10,12 @@ import json
 import re
 
 import pytest
-from conftest import build_tiny_bert
+from helpers import build_tiny_bert
+from seqeval.metrics import f1_score
 
 from benchmarks import encoder, frozen, predict, stream, train
 from benchmarks.common import parse_table
+from ner.corpus.reader import read_conll
 
 pytestmark = pytest.mark.integration
 
@@ -103,8 +105,16 @@ def test_hf_recipe_smoke(tiny_encoder, tmp_path, conll_dir):
     hf_recipe.main(["--smoke", "--seeds", "3", "--out", str(tmp_path), "--encoder", tiny_encoder])
     result = json.loads((tmp_path / "seed-3.json").read_text())
     assert result["seed"] == 3 and result["fit_s"] > 0
-    for split in ("dev", "test"):
+    for split, name in (("dev", "testa"), ("test", "testb")):
         scores = result[split]
-        assert 0.0 <= scores["f1"] <= 1.0
-        # 40 sentences of each split, every gold entity counted once
-        assert sum(scores[f"support_{t}"] for t in ("LOC", "MISC", "ORG", "PER")) > 0
+        blocks = (tmp_path / f"seed-3.{split}.txt").read_text().strip().split("\n\n")
+        rows = [[line.split() for line in block.splitlines()] for block in blocks]
+        gold = [[r[1] for r in rows_] for rows_ in rows]
+        pred = [[r[2] for r in rows_] for rows_ in rows]
+        # the 40 first sentences of the split, scored as seqeval scores them
+        expected = read_conll(str(conll_dir / f"eng.{name}")).sentences[:40]
+        assert gold == [s.tags for s in expected]
+        assert scores["f1"] == f1_score(gold, pred)
+        for kind in ("LOC", "MISC", "ORG", "PER"):
+            entities = sum(t == f"B-{kind}" for tags in gold for t in tags)
+            assert scores[f"support_{kind}"] == entities

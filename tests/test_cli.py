@@ -13,83 +13,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import ROOT, write_tiny_corpus
+from helpers import ROOT, TAG_LINES, fit_config, one_line_error, run_ner, write_tiny_corpus
 from seqeval.metrics import f1_score
 
-from ner.cli import main
-from ner.commands.lightning import run_lightning
-from ner.errors import NERError
-from ner.tagger import load_tagger
-
-
-def fit_config(tmp: Path, model_dir: Path, corpus_dir: Path) -> Path:
-    config = tmp / "fit.yaml"
-    config.write_text(
-        f"""
-seed_everything: 0
-trainer:
-  max_steps: 120
-  logger: false
-  enable_progress_bar: false
-  enable_model_summary: false
-  num_sanity_val_steps: 0
-  check_val_every_n_epoch: 4
-  callbacks:
-    - class_path: pytorch_lightning.callbacks.ModelCheckpoint
-      init_args:
-        dirpath: {tmp / "ckpt"}
-        filename: best
-        monitor: val/f1
-        mode: max
-        enable_version_counter: false
-    - class_path: pytorch_lightning.callbacks.ModelCheckpoint
-      init_args:
-        dirpath: {tmp / "ckpt"}
-        filename: last
-        save_on_train_epoch_end: true
-        enable_version_counter: false
-model:
-  encoder: {model_dir}
-  encoder_lr: 3.0e-3
-  head_lr: 1.0e-2
-  warmup_ratio: 0.0
-  head:
-    class_path: ner.heads.LinearHead
-    init_args:
-      dropout: 0.0
-data:
-  data_dir: {corpus_dir}
-  batch_size: 10
-""",
-        encoding="utf-8",
-    )
-    return config
-
-
-@pytest.fixture(scope="session")
-def trained(tmp_path_factory, tiny_model_dir, tiny_corpus_dir):
-    """Fit through the CLI on a copy of the tiny model, then delete that copy."""
-    tmp = tmp_path_factory.mktemp("cli-run")
-    model_copy = tmp / "model"
-    shutil.copytree(tiny_model_dir, model_copy)
-    cli = run_lightning(["fit", "-c", str(fit_config(tmp, model_copy, tiny_corpus_dir))])
-    model = cli.model.eval()
-    batch = next(iter(cli.datamodule.val_dataloader()))
-    with torch.inference_mode():
-        logits = model(batch)
-    shutil.rmtree(model_copy)  # checkpoints must not need the source model directory
-    return {"dir": tmp, "ckpt": tmp / "ckpt", "batch": batch, "logits": logits}
-
-
-def run_ner(args: list[str], capsys) -> tuple[int, str, str]:
-    """Run `ner ARGS` in-process; return (exit code, stdout, stderr)."""
-    code = 0
-    try:
-        main(args)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
+from ner.cli.lightning import run_lightning
+from ner.model.tagger import load_tagger
+from ner.utils.errors import NERError
 
 
 def test_fit_writes_best_and_last(trained):
@@ -170,51 +99,11 @@ def test_tag_conll_keeps_columns_and_scheme(trained, tmp_path, capsys):
     assert all(len(r) == 4 and not r[3].startswith("B-") for r in rows)
 
 
-def one_line_error(code: int, err: str) -> str:
-    assert code == 2
-    assert "Traceback" not in err
-    lines = [ln for ln in err.strip().splitlines() if ln.startswith("error:")]
-    assert len(lines) == 1, err
-    return lines[0]
-
-
-TAG_LINES = [
-    "John Smith visited Paris today .",
-    "the bank said Mary met Reuters",
-    "Acme Corp works in Berlin",
-    "",
-    "she met John in London yesterday",
-    "   ",
-    "Reuters said the UN is in New York",
-    "Mary Smith visited Germany",
-    "he works for the bank",
-]
-
-
-@pytest.fixture
-def tag_events(monkeypatch):
-    """`ner tag` peeks 2 lines and tags 2 sentences a chunk; yields are logged as "tag"."""
-    import ner.commands.tag
-    import ner.inputs
-
-    events: list[str] = []
-    real = ner.commands.tag.iter_tags
-
-    def iter_tags(tagger, sentences, **kwargs):
-        for item in real(tagger, sentences, **kwargs, chunk_size=2):
-            events.append("tag")
-            yield item
-
-    monkeypatch.setattr(ner.commands.tag, "iter_tags", iter_tags)
-    monkeypatch.setattr(ner.inputs, "HEAD_LINES", 2)
-    return events
-
-
 def whole_file_output(ckpt: Path, path: Path, fmt: str, out: Path) -> str:
     """What `ner tag` wrote before it streamed: the input read whole, then tagged and written."""
-    from ner.inference import iter_tags
-    from ner.inputs import read_inputs
-    from ner.outputs import write_predictions
+    from ner.corpus.inputs import read_inputs
+    from ner.corpus.outputs import write_predictions
+    from ner.inference.routine import iter_tags
 
     inp = read_inputs(str(path))
     tagged = iter_tags(load_tagger(ckpt), [p.words for p in inp.passages], doc_ids=inp.doc_ids)
@@ -226,7 +115,7 @@ def whole_file_output(ckpt: Path, path: Path, fmt: str, out: Path) -> str:
 def test_tag_streams_a_text_file_to_the_whole_file_output(
     trained, tmp_path, capsys, monkeypatch, fmt
 ):
-    import ner.inputs
+    import ner.corpus.inputs
 
     ckpt = trained["ckpt"] / "best.ckpt"
     text = tmp_path / "in.txt"
@@ -241,7 +130,7 @@ def test_tag_streams_a_text_file_to_the_whole_file_output(
     def whole(*args, **kwargs):
         raise AssertionError("ner tag read a text input whole")
 
-    monkeypatch.setattr(ner.inputs, "read_inputs", whole)
+    monkeypatch.setattr(ner.corpus.inputs, "read_inputs", whole)
     out = tmp_path / "tag.out"
     code, _, err = run_ner(
         ["tag", str(ckpt), str(text), "--format", fmt, "--output", str(out)], capsys
@@ -344,7 +233,7 @@ def test_label_unknown_to_checkpoint_is_a_one_line_error(trained, tmp_path, caps
 def test_unknown_combiner_class_is_an_error(tiny_model_dir, tiny_corpus_dir, capsys):
     code, _, err = run_ner(
         ["fit", "--model.encoder", str(tiny_model_dir), "--data.data_dir", str(tiny_corpus_dir),
-         "--model.combiner", "ner.combiners.NoSuchCombiner", "--trainer.max_steps", "1"],
+         "--model.combiner", "ner.modules.combiners.NoSuchCombiner", "--trainer.max_steps", "1"],
         capsys,
     )  # fmt: skip
     line = one_line_error(code, err)
@@ -396,7 +285,7 @@ def test_checkpoint_naming_an_importable_callable_never_calls_it(trained, tmp_pa
         load_tagger(evil)
     assert not target.exists()
     # With the module spec intact, the Lightning-only keys are ignored, not called.
-    checkpoint["ner"]["modules"]["combiner"] = {"class_path": "ner.combiners.LastLayer"}
+    checkpoint["ner"]["modules"]["combiner"] = {"class_path": "ner.modules.combiners.LastLayer"}
     torch.save(checkpoint, evil)
     assert load_tagger(evil).labels == checkpoint["ner"]["labels"]
 
@@ -404,7 +293,7 @@ def test_checkpoint_naming_an_importable_callable_never_calls_it(trained, tmp_pa
 def test_console_script_prints_one_line_error(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     result = subprocess.run(
-        [sys.executable, "-m", "ner.cli", "tag", str(tmp_path / "missing.ckpt"), "-"],
+        [sys.executable, "-m", "ner.cli.main", "tag", str(tmp_path / "missing.ckpt"), "-"],
         capture_output=True,
         text=True,
         env=env,
@@ -443,7 +332,7 @@ def test_runs_print_no_known_library_noise(tmp_path, tiny_model_dir, tiny_corpus
     and the test scores printed once (not Lightning's table as well)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     fit = subprocess.run(
-        [sys.executable, "-m", "ner.cli", "fit", "-c", str(ROOT / "configs" / "trainer.yaml"),
+        [sys.executable, "-m", "ner.cli.main", "fit", "-c", str(ROOT / "configs" / "trainer.yaml"),
          "--model.encoder", str(tiny_model_dir), "--data.data_dir", str(tiny_corpus_dir),
          "--trainer.max_epochs", "1", "--run", "quiet", "--trainer.enable_progress_bar", "false"],
         capture_output=True, text=True, env=env, cwd=tmp_path,
@@ -451,7 +340,7 @@ def test_runs_print_no_known_library_noise(tmp_path, tiny_model_dir, tiny_corpus
     assert fit.returncode == 0, fit.stderr
     ckpt = tmp_path / "checkpoints" / "quiet" / "best.ckpt"
     test = subprocess.run(
-        [sys.executable, "-m", "ner.cli", "test", "--ckpt_path", str(ckpt),
+        [sys.executable, "-m", "ner.cli.main", "test", "--ckpt_path", str(ckpt),
          "--data.test_file", str(tiny_corpus_dir / "test.txt"),
          "--trainer.enable_progress_bar", "false"],
         capture_output=True, text=True, env=env, cwd=tmp_path,
@@ -461,7 +350,7 @@ def test_runs_print_no_known_library_noise(tmp_path, tiny_model_dir, tiny_corpus
     fast = []  # export (exporter, quantizer), tag on it, and torchao's int8: their imports too
     for args in (["export", str(ckpt), "exp"], ["tag", "exp", "in.txt", "--quantize", "int8"],
                  ["tag", str(ckpt), "in.txt", "--quantize", "int8"]):  # fmt: skip
-        run = subprocess.run([sys.executable, "-m", "ner.cli", *args],
+        run = subprocess.run([sys.executable, "-m", "ner.cli.main", *args],
                              capture_output=True, text=True, env=env, cwd=tmp_path)  # fmt: skip
         assert run.returncode == 0, run.stderr
         fast.append(run.stdout + run.stderr)

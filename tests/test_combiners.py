@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import AutoModel, BertConfig, BertModel
 
-from ner.checkpoint import build_module, module_spec
-from ner.combiners import (
+from ner.model.checkpoint import build_module, module_spec
+from ner.modules.combiners import (
     ConcatLayers,
     LastLayer,
     MeanLayers,
@@ -16,7 +16,7 @@ from ner.combiners import (
     SumLayers,
     masked_layer_norm,
 )
-from ner.errors import NERError
+from ner.utils.errors import NERError
 
 ROWS, PIECES = 3, 7
 

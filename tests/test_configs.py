@@ -1,82 +1,74 @@
-"""Every config file in configs/ and every `ner fit` command of the README instantiates
-(model, data and trainer built, nothing run), so neither can rot."""
+"""Every config file in configs/ instantiates (model, data and trainer built, nothing run), no
+config restates a default of the code or quotes a result, and each experiment file holds only
+what differs from the offline default (the README's commands run in test_readme.py)."""
 
 from __future__ import annotations
 
+import inspect
 import re
-import shlex
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, tiny_sentences
+import yaml
+from helpers import ROOT
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from ner.commands.lightning import CONFIGS_DIR, cli_for
-from ner.precision import auto_precision
+from ner.cli.lightning import CONFIGS_DIR, cli_for
+from ner.data.datamodule import NERDataModule
+from ner.model.tagger import NERTagger
+from ner.utils.precision import auto_precision
 
 READY_RUNS = ["conll2003-minilm.yaml", "conll2003-bert-base.yaml"]
 CONLL_LABELS = ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
 
 
-def readme_fit_commands() -> list[str]:
-    """The `ner fit ...` commands of the README's shell blocks (`\\` continuations joined)."""
-    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    blocks = [block.replace("\\\n", " ") for block in blocks]
-    lines = [ln.split("  #")[0].strip() for block in blocks for ln in block.splitlines()]
-    return [ln for ln in lines if ln.startswith("ner fit ")]
+def test_every_experiment_holds_only_what_differs_from_the_default(tiny_model_dir, monkeypatch):
+    """An experiment file sets only values the offline default does not already have, and
+    each of them reaches the classes built (the accuracy ladder's rows stay true)."""
+    monkeypatch.chdir(ROOT)  # the configs name ../shared/data/conll2003
+    experiments = sorted((CONFIGS_DIR / "experiment").glob("*.yaml"))
+    assert {p.stem for p in experiments} >= {"quick", "crf", "context64"}
+    base = ["-c", str(CONFIGS_DIR / "conll2003-minilm.yaml")]
+    default = cli_for([*base, "--model.encoder", str(tiny_model_dir)]).config
+    for path in experiments:
+        changed = leaves(yaml.safe_load(path.read_text()))
+        assert changed, f"{path.name} is empty"
+        config = cli_for([*base, "-c", str(path), "--model.encoder", str(tiny_model_dir)]).config
+        for key in changed:
+            if key.endswith(".class_path"):
+                continue  # names the class whose init_args follow
+            assert config[key] != default[key], f"{path.name}: {key} restates the default"
 
 
-@pytest.fixture(scope="module")
-def hub_copy(tmp_path_factory):
-    """A local stand-in for the hub's CoNLL-2003 copy (no network here)."""
-    from datasets import DatasetDict
-    from test_dataset import hub_rows
-
-    rows = hub_rows(tiny_sentences(8, seed=2), docs=2)
-    path = tmp_path_factory.mktemp("hub") / "conll2003"
-    DatasetDict({"train": rows, "validation": rows, "test": rows}).save_to_disk(path)
-    return path
-
-
-def localise(args: list[str], conll_dir: Path, tiny_model_dir: Path, hub: Path) -> list[str]:
-    """The README's placeholders -> files that exist here; a hub encoder -> the tiny model."""
-    swap = {
-        "/path/to/conll2003": str(conll_dir),
-        "lhoestq/conll2003": str(hub),
-        "train.conll": str(conll_dir / "eng.train"),
-        "dev.conll": str(conll_dir / "eng.testa"),
-    }
-    args = [swap.get(a, a) for a in args if a != "--print_config"]
-    if any("bert-base" in a for a in args):  # not downloadable here
-        args += ["--model.encoder", str(tiny_model_dir), "--trainer.accelerator", "cpu"]
-    return args
+def leaves(tree: dict, prefix: str = "") -> list[str]:
+    """The dotted keys of a YAML mapping's leaves; a value naming a config file is a leaf."""
+    keys = []
+    for name, value in tree.items():
+        if isinstance(value, dict):
+            keys += leaves(value, f"{prefix}{name}.")
+        else:
+            keys.append(f"{prefix}{name}")
+    return keys
 
 
-def test_the_readme_shows_the_compositions():
-    commands = readme_fit_commands()
-    assert "ner fit -c configs/conll2003-minilm.yaml" in commands
-    assert any("--data configs/data/" in c and "--model configs/encoder/" in c for c in commands)
-    assert len(commands) >= 8
+@pytest.mark.parametrize(
+    ("group", "cls"),
+    [("model", NERTagger), ("data", NERDataModule)],
+)
+def test_no_config_restates_a_code_default(group, cls):
+    defaults = {n: p.default for n, p in inspect.signature(cls.__init__).parameters.items()}
+    for path in (CONFIGS_DIR / group).glob("*.yaml"):
+        for name, value in yaml.safe_load(path.read_text()).items():
+            if name == "encoder":
+                continue  # a model file names its encoder, whatever the code's default is
+            assert value != defaults[name], f"{path}: {name}: {value!r} is the code's default"
 
 
-@pytest.mark.parametrize("command", readme_fit_commands())
-def test_every_readme_fit_command_instantiates(
-    command, conll_dir, tiny_model_dir, hub_copy, monkeypatch
-):
-    monkeypatch.chdir(ROOT)
-    args = localise(shlex.split(command)[2:], conll_dir, tiny_model_dir, hub_copy)
-    if "--ckpt_path" in args:  # an option of `fit` itself, not of the classes built here
-        at = args.index("--ckpt_path")
-        assert args[at + 1] == "last" or Path(args[at + 1]).suffix == ".ckpt"
-        del args[at : at + 2]
-    cli = cli_for(args)
-    assert cli.model.labels == CONLL_LABELS or "hub" in " ".join(args)
-    checkpoints = [c for c in cli.trainer.callbacks if isinstance(c, ModelCheckpoint)]
-    run = args[args.index("--run") + 1] if "--run" in args else None
-    for callback in checkpoints:  # `run:` names the checkpoint folder
-        assert Path(callback.dirpath).parent.name == "checkpoints"
-        if run:
-            assert Path(callback.dirpath).name == run
+def test_configs_hold_no_results():
+    """Figures belong in docs/results.md, next to the command that made them."""
+    for path in CONFIGS_DIR.rglob("*.yaml"):
+        text = path.read_text()
+        assert not re.search(r"\d+\.\d+ *(±|\+-)|F1 \d", text), f"{path} quotes a result"
 
 
 @pytest.mark.parametrize("combiner", sorted((CONFIGS_DIR / "combiner").glob("*.yaml")), ids=str)
@@ -107,8 +99,8 @@ def test_every_config_file_is_used_by_a_ready_run_or_the_readme():
     readme = (ROOT / "README.md").read_text()
     used = set().union(*(referenced_configs(CONFIGS_DIR / name) for name in READY_RUNS))
     for path in CONFIGS_DIR.rglob("*.yaml"):
-        if path.parent.name == "combiner":
-            continue  # the combiner menu, each instantiated above
+        if path.parent.name in ("combiner", "experiment"):
+            continue  # menus, each instantiated above
         relative = path.relative_to(CONFIGS_DIR)
         in_readme = str(relative) in readme or path.name in readme
         assert path.resolve() in used or in_readme, f"configs/{relative} is used nowhere"
@@ -116,7 +108,7 @@ def test_every_config_file_is_used_by_a_ready_run_or_the_readme():
 
 def test_config_references_are_followed():
     used = referenced_configs(CONFIGS_DIR / "conll2003-minilm.yaml")
-    assert CONFIGS_DIR.resolve() / "head" / "crf.yaml" in used  # through encoder/minilm.yaml
+    assert CONFIGS_DIR.resolve() / "head" / "crf.yaml" in used  # through model/minilm.yaml
     assert CONFIGS_DIR.resolve() / "conll2003-bert-base.yaml" not in used
 
 
@@ -129,7 +121,7 @@ def test_offline_default_instantiates_with_the_bundled_encoder(conll_dir, monkey
     assert cli.model.scheme == "IOB1"
     assert cli.trainer.precision == auto_precision("cpu")
     assert cli.trainer.max_epochs == 3 and cli.trainer.gradient_clip_val == 1.0
-    # the recipe chosen on dev (NOTES.md, accuracy ladder)
+    # the recipe chosen on dev (docs/results.md, the accuracy ladder)
     assert cli.model.head.crf_layer is not None and cli.model.encoder_lr == 1e-4
     features = cli.model.word_features
     assert features.casing_dim == 16 and features.char_dim == 16
@@ -155,13 +147,16 @@ def test_bert_base_config_parses_with_a_local_encoder(tiny_model_dir, tiny_corpu
 def test_setting_only_head_crf_names_the_fix(tiny_model_dir, tiny_corpus_dir):
     """Regression: `--model.head.crf true` alone makes jsonargparse build the base head class,
     which used to die in a NotImplementedError traceback."""
-    from ner.errors import NERError
+    from ner.utils.errors import NERError
 
-    with pytest.raises(NERError, match="--model.head ner.heads.LinearHead --model.head.crf true"):
+    with pytest.raises(
+        NERError, match="--model.head ner.modules.heads.LinearHead --model.head.crf true"
+    ):
         cli_for(["-c", str(CONFIGS_DIR / "trainer.yaml"), "--model.encoder",
                  str(tiny_model_dir), "--data.data_dir", str(tiny_corpus_dir),
                  "--model.head.crf", "true"])  # fmt: skip
     cli = cli_for(["-c", str(CONFIGS_DIR / "trainer.yaml"), "--model.encoder",
                    str(tiny_model_dir), "--data.data_dir", str(tiny_corpus_dir),
-                   "--model.head", "ner.heads.LinearHead", "--model.head.crf", "true"])  # fmt: skip
+                   "--model.head", "ner.modules.heads.LinearHead",
+                   "--model.head.crf", "true"])  # fmt: skip
     assert cli.model.head.crf and cli.model.head.crf_layer is not None

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ner.commands.inspect import main as inspect_main
-from ner.reader import read_conll, write_conll
+from ner.cli.inspect import main as inspect_main
+from ner.corpus.reader import read_conll, write_conll
 
 EXPECTED = {
     "eng.train": (946, 14041, 203621, {"LOC": 7140, "PER": 6600, "ORG": 6321, "MISC": 3438}),
@@ -84,8 +84,8 @@ def test_metric_equals_seqeval_on_converted_conll(corpora):
     from seqeval.metrics import f1_score, precision_score, recall_score
     from seqeval.scheme import IOB2
 
-    from ner.metrics import EntityF1
-    from ner.schemes import entity_types, label_list
+    from ner.corpus.schemes import entity_types, label_list
+    from ner.evaluation.metrics import EntityF1
 
     corpus = corpora["eng.testa"]
     gold = [s.tags for s in corpus.sentences]

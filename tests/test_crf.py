@@ -7,8 +7,8 @@ import math
 
 import torch
 
-from ner.crf import ConditionalRandomField, viterbi_decode
-from ner.schemes import allowed_transitions, is_valid_iob2
+from ner.corpus.schemes import allowed_transitions, is_valid_iob2
+from ner.modules.crf import ConditionalRandomField, viterbi_decode
 
 LABELS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
 

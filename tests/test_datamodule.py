@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import tiny_sentences, write_tiny_corpus
+from helpers import tiny_sentences, write_tiny_corpus
 
-import ner.datamodule as dm
-from ner.batching import LengthBucketSampler, batches_by_length, collate
-from ner.datamodule import NERDataModule
-from ner.errors import NERError
+import ner.data.datamodule as dm
+from ner.data.batching import LengthBucketSampler, batches_by_length, collate
+from ner.data.datamodule import NERDataModule
+from ner.utils.errors import NERError
 
 LABELS = ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
 

@@ -3,31 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from conftest import tiny_sentences, write_tiny_corpus
 from datasets import ClassLabel, Dataset, DatasetDict, Features, List, Value
+from helpers import align_sentences, hub_rows, tiny_sentences, write_tiny_corpus
 
-import ner.dataset as nd
-from ner.alignment import WindowSettings, align_sentences
-from ner.errors import NERError
-from ner.reader import read_conll
+import ner.data.dataset as nd
+from ner.corpus.reader import read_conll
+from ner.data.windows import WindowSettings
+from ner.utils.errors import NERError
 
 LABELS = ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
-HUB_NAMES = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC"]  # conll2003's order style
-
-
-def hub_rows(sentences, docs: int):
-    """The same sentences as hub rows: `-DOCSTART-` rows and ClassLabel ids in HUB_NAMES order."""
-    tokens, tags, per_doc = [], [], max(1, len(sentences) // docs)
-    for i, sentence in enumerate(sentences):
-        if i % per_doc == 0:
-            tokens.append(["-DOCSTART-"])
-            tags.append([0])
-        tokens.append([w for w, _ in sentence])
-        tags.append([HUB_NAMES.index(t) for _, t in sentence])
-    features = Features(
-        {"tokens": List(Value("string")), "ner_tags": List(ClassLabel(names=HUB_NAMES))}
-    )
-    return Dataset.from_dict({"tokens": tokens, "ner_tags": tags}, features=features)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, tiny_sentences, write_tiny_corpus
+from helpers import ROOT, tiny_sentences, write_tiny_corpus
 
 DDP = ["--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.accelerator", "cpu"]
 
@@ -20,7 +20,7 @@ DDP = ["--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.acceler
 def ner(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
-        [sys.executable, "-m", "ner.cli", *args], capture_output=True, text=True, env=env,
+        [sys.executable, "-m", "ner.cli.main", *args], capture_output=True, text=True, env=env,
         cwd=cwd, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -60,7 +60,8 @@ def test_ddp_validation_f1_is_the_global_one(ddp_run):
     """best.ckpt's score, computed by 2 ranks, equals one process validating those weights."""
     tmp, corpus = ddp_run
     best = tmp / "checkpoints" / "ddp" / "best.ckpt"
-    state = torch.load(best, weights_only=False)
+    # the score ModelCheckpoint recorded travels in last.ckpt (best.ckpt holds the model only)
+    state = torch.load(best.parent / "last.ckpt", weights_only=False)
     score = next(
         v["best_model_score"]
         for k, v in state["callbacks"].items()

@@ -1,4 +1,4 @@
-"""`ner embed` and `ner.embed`: word vectors of every hidden state, checked against the
+"""`ner embed` and `ner.layers.embed`: word vectors of every hidden state, checked against the
 encoder's own `output_hidden_states=True` tensors pooled by hand."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from test_cli import one_line_error, run_ner, trained  # noqa: F401  (fixture)
+from helpers import one_line_error, run_ner
 
-from ner.alignment import align_rows
-from ner.embed import embed, encoder_tagger, iter_word_states
+from ner.data.alignment import align_rows
+from ner.layers.embed import WordStates, embed, iter_word_states
 
 LONG = "john smith visited paris and the bank of berlin said acme corp works in london".split()
 ZERO = "\u200b"  # a format character: BERT's tokenizer drops it, leaving the word no piece
@@ -36,7 +36,7 @@ def by_hand(model, sentence: list[str]) -> np.ndarray:
 
 
 def test_rows_equal_hidden_states_pooled_by_hand(tiny_model_dir):
-    model = encoder_tagger(str(tiny_model_dir))
+    model = WordStates.of_encoder(str(tiny_model_dir))
     model.window_settings = replace(model.window_settings, max_length=8, stride=3)
     sentences = [LONG, ["acme", ZERO, "corp"], ["paris"]]
     got = [states for states, _ in iter_word_states(model, sentences)]
@@ -78,7 +78,7 @@ def test_ner_embed_writes_memory_mapped_rows_words_and_meta(tiny_model_dir, tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["emb", "in.txt"]  # no staging left
 
 
-def test_ner_embed_checkpoint_adds_combiner_output_and_gold(trained, tmp_path, capsys):  # noqa: F811
+def test_ner_embed_checkpoint_adds_combiner_output_and_gold(trained, tmp_path, capsys):
     conll = tmp_path / "in.conll"
     conll.write_text("-DOCSTART- O\n\njohn B-PER\nvisited O\n\nparis B-LOC\n", encoding="utf-8")
     out = tmp_path / "emb"

@@ -11,23 +11,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_cli import run_ner
-from test_inference_path import (
-    context_run,  # noqa: F401, F811  (the fixture)
-    emissions,
+from helpers import LABELS, emissions, run_ner
+
+from ner.inference.export import export_onnx
+from ner.inference.routine import map_batches
+from ner.model.tagger import NERTagger
+from ner.modules.combiners import (
+    ConcatLayers,
+    LastLayer,
+    MeanLayers,
+    ScalarMix,
+    SingleLayer,
+    SumLayers,
 )
+from ner.modules.heads import LinearHead
+from ner.modules.word_features import WordFeatures
+from ner.utils.errors import NERError
 
-from ner.combiners import ConcatLayers, LastLayer, MeanLayers, ScalarMix, SingleLayer, SumLayers
-from ner.errors import NERError
-from ner.export import export_onnx
-from ner.heads import LinearHead
-from ner.inference import map_batches
-from ner.pooling import WordPooling
-from ner.tagger import NERTagger
-from ner.word_features import WordFeatures
-
-LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
-# lower-case words and full stops only: the casing class of each is known without ner.shapes
+# lower-case words and full stops only: the casing class of each is known without ner.corpus.shapes
 SENTENCES = [
     ["john", "smith", "visited", "paris", "."],
     ["the", "bank", "of", "new", "york", "city", "said", "today", "."],
@@ -102,9 +103,9 @@ def test_export_runs_with_onnxruntime_alone(tmp_path, tiny_model_dir):
     ids=lambda x: type(x).__name__ if not isinstance(x, str) else x,
 )
 def test_every_built_in_combiner_and_pooling_exports(tmp_path, tiny_model_dir, combiner, pooling):
-    from ner.backends import ExportedTagger
+    from ner.inference.backends import ExportedTagger
 
-    model = tagger(tiny_model_dir, combiner=combiner, pooling=WordPooling(pooling))
+    model = tagger(tiny_model_dir, combiner=combiner, pooling=pooling)
     folder = export_onnx(model, tmp_path / "export", int8=False)
     exported = ExportedTagger(folder)
     got_all = map_batches(exported, emissions(exported), SENTENCES)
@@ -115,7 +116,7 @@ def test_every_built_in_combiner_and_pooling_exports(tmp_path, tiny_model_dir, c
 def test_character_features_export(tmp_path, tiny_model_dir):
     """The character CNN's byte input through the graph: mixed case, non-ASCII and a word past
     the byte limit that `ner.json` states."""
-    from ner.backends import ExportedTagger
+    from ner.inference.backends import ExportedTagger
 
     features = WordFeatures(casing_dim=4, char_dim=4, char_filters=6)
     model = tagger(tiny_model_dir, word_features=features)
@@ -146,7 +147,7 @@ def test_a_combiner_that_cannot_export_gets_a_one_line_error(tmp_path, tiny_mode
     assert not (tmp_path / "export").exists() and list(tmp_path.iterdir()) == []
 
 
-def test_ner_export_cli_and_its_errors(tmp_path, capsys, context_run):  # noqa: F811
+def test_ner_export_cli_and_its_errors(tmp_path, capsys, context_run):
     ckpt = context_run["ckpt"]
     code, out, err = run_ner(["export", str(ckpt), str(tmp_path / "out")], capsys)
     assert code == 0, err

@@ -10,10 +10,9 @@ import subprocess
 import sys
 import time
 
-from conftest import ROOT
-from test_cli import TAG_LINES, one_line_error, run_ner, trained  # noqa: F401  (fixture)
+from helpers import ROOT, TAG_LINES, one_line_error, run_ner
 
-import ner.files
+import ner.utils.files
 
 
 def tag_file(tmp_path):
@@ -22,13 +21,13 @@ def tag_file(tmp_path):
     return text
 
 
-def test_unwritable_output_directory(trained, tmp_path, capsys, monkeypatch):  # noqa: F811
+def test_unwritable_output_directory(trained, tmp_path, capsys, monkeypatch):
     text, out = tag_file(tmp_path), tmp_path / "out.jsonl"
 
     def refuses(*args, **kwargs):  # what a directory without write permission answers
         raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path))
 
-    monkeypatch.setattr(ner.files.tempfile, "mkstemp", refuses)
+    monkeypatch.setattr(ner.utils.files.tempfile, "mkstemp", refuses)
     code, _, err = run_ner(["tag", str(trained["ckpt"] / "best.ckpt"), str(text), "--output",
                             str(out)], capsys)  # fmt: skip
     assert one_line_error(code, err) == (
@@ -59,10 +58,10 @@ class FullDisk:
         self.handle.close()
 
 
-def test_full_disk_while_writing_predictions(trained, tmp_path, capsys, monkeypatch):  # noqa: F811
+def test_full_disk_while_writing_predictions(trained, tmp_path, capsys, monkeypatch):
     text, out = tag_file(tmp_path), tmp_path / "out.jsonl"
     real = os.fdopen
-    monkeypatch.setattr(ner.files.os, "fdopen", lambda *a, **k: FullDisk(real(*a, **k), 2000))
+    monkeypatch.setattr(ner.utils.files.os, "fdopen", lambda *a, **k: FullDisk(real(*a, **k), 2000))
     code, _, err = run_ner(["tag", str(trained["ckpt"] / "best.ckpt"), str(text), "--output",
                             str(out)], capsys)  # fmt: skip
     assert one_line_error(code, err) == (
@@ -71,12 +70,12 @@ def test_full_disk_while_writing_predictions(trained, tmp_path, capsys, monkeypa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
 
 
-def test_ctrl_c_of_ner_tag_stops_cleanly(trained, tmp_path):  # noqa: F811
+def test_ctrl_c_of_ner_tag_stops_cleanly(trained, tmp_path):
     """A real SIGINT to a `ner tag` that is waiting for more of its stdin."""
     out = tmp_path / "out.jsonl"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "tests")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ner.cli", "tag", str(trained["ckpt"] / "best.ckpt"), "-",
+        [sys.executable, "-m", "ner.cli.main", "tag", str(trained["ckpt"] / "best.ckpt"), "-",
          "--input-format", "text", "--output", str(out)],
         stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
     )  # fmt: skip

@@ -1,4 +1,4 @@
-"""Batches served from the feature cache (`ner.feature_batches`): the same batches as `collate`
+"""Batches served from the feature cache (`ner.data.feature_batches`): the same batches as `collate`
 over whole shuffled epochs, the stored states as re-encoding gives them, resume and DDP shards."""
 
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_feature_cache import Logged, frozen_tagger, make_data
+from helpers import Logged, frozen_tagger, make_data
 
-from ner.batching import move_batch
-from ner.combiners import ScalarMix
-from ner.feature_batches import FeatureBatches, expand, ragged
-from ner.feature_cache import FeatureCache
-from ner.word_features import WordFeatures
+from ner.data.batching import move_batch
+from ner.data.feature_batches import FeatureBatches, expand, ragged
+from ner.data.feature_cache import FeatureCache
+from ner.modules.combiners import ScalarMix
+from ner.modules.word_features import WordFeatures
 
 
 @pytest.fixture

@@ -9,48 +9,11 @@ import numpy as np
 import pytest
 import pytorch_lightning as pl
 import torch
+from helpers import Logged, frozen_tagger, make_data, trainer
 
-from ner.combiners import ConcatLayers, LastLayer, ScalarMix, SingleLayer
-from ner.datamodule import NERDataModule
-from ner.feature_cache import FeatureCache, FeatureStore
-from ner.heads import LinearHead
-from ner.tagger import NERTagger
-
-
-def make_data(model_dir, corpus_dir, tmp_path, **kwargs) -> NERDataModule:
-    kwargs.setdefault("batch_size", 4)
-    return NERDataModule(
-        data_dir=str(corpus_dir), tokenizer=str(model_dir), cache_dir=str(tmp_path), **kwargs
-    )
-
-
-def frozen_tagger(model_dir, labels, combiner=None, **kwargs) -> NERTagger:
-    return NERTagger(
-        encoder=str(model_dir),
-        labels=labels,
-        combiner=combiner,
-        head=LinearHead(dropout=0.0),
-        freeze_encoder=True,
-        head_lr=1e-2,
-        warmup_ratio=0.0,
-        **kwargs,
-    )
-
-
-def trainer(**kwargs) -> pl.Trainer:
-    return pl.Trainer(
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        **kwargs,
-    )
-
-
-class Logged(list):
-    def __call__(self, message: str) -> None:
-        self.append(message)
+from ner.data.feature_cache import FeatureCache, FeatureStore
+from ner.model.tagger import NERTagger
+from ner.modules.combiners import ConcatLayers, LastLayer, ScalarMix, SingleLayer
 
 
 def test_stored_states_equal_the_encoder_output(tiny_model_dir, tiny_corpus_dir, tmp_path):
@@ -198,9 +161,9 @@ def test_fine_tuning_never_uses_the_cache(tiny_model_dir, tiny_corpus_dir, tmp_p
 def test_cli_fit_with_a_frozen_encoder_fills_and_reuses_the_cache(
     tiny_model_dir, tiny_corpus_dir, tmp_path
 ):
-    from test_cli import fit_config
+    from helpers import fit_config
 
-    from ner.commands.lightning import run_lightning
+    from ner.cli.lightning import run_lightning
 
     cache = tmp_path / "cache"
     config = fit_config(tmp_path, tiny_model_dir, tiny_corpus_dir)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ner.errors import NERError
-from ner.files import atomic_write
+from ner.utils.errors import NERError
+from ner.utils.files import atomic_write
 
 
 def test_success_replaces_and_failure_keeps_the_old_file(tmp_path):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ner.tagger import NERTagger
+from ner.model.tagger import NERTagger
 
 pytestmark = pytest.mark.gpu
 
@@ -23,7 +23,7 @@ def test_tagger_on_cuda_tags_as_on_cpu(tiny_model_dir):
 
 
 def test_fit_on_cuda_in_bf16(tmp_path, tiny_model_dir, tiny_corpus_dir, monkeypatch):
-    from ner.commands.lightning import CONFIGS_DIR, run_lightning
+    from ner.cli.lightning import CONFIGS_DIR, run_lightning
 
     monkeypatch.chdir(tmp_path)
     cli = run_lightning(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ner.checkpoint import build_module, module_spec
-from ner.heads import BiLSTMHead, LinearHead
-from ner.schemes import is_valid_iob2
+from ner.corpus.schemes import is_valid_iob2
+from ner.model.checkpoint import build_module, module_spec
+from ner.modules.heads import BiLSTMHead, LinearHead
 
 LABELS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
 HEADS = [

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-from ner.commands.lightning import run_lightning
-from ner.tagger import NERTagger
+from ner.cli.lightning import run_lightning
+from ner.model.tagger import NERTagger
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +35,8 @@ def first_sentences(source: Path, target: Path, n: int) -> Path:
     return target
 
 
-def test_fit_test_and_predict_on_conll2003(conll_dir, tmp_path):
+def test_fit_test_and_predict_on_conll2003(conll_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the configs name ../shared/data/conll2003
     train = first_sentences(conll_dir / "eng.train", tmp_path / "train.txt", TRAIN_SENTENCES)
     ckpt_dir = tmp_path / "ckpt"
     override = tmp_path / "override.yaml"  # a list option is replaced whole by a later config

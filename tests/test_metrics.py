@@ -15,8 +15,8 @@ import torch.multiprocessing as mp
 from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
 from seqeval.scheme import IOB2
 
-from ner.errors import NERError
-from ner.metrics import EntityF1, entity_counts, entity_scores, format_report
+from ner.evaluation.metrics import EntityF1, entity_counts, entity_scores, format_report
+from ner.utils.errors import NERError
 
 LABELS = ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-PER", "I-PER"]
 TYPES = ["LOC", "MISC", "PER"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ner.errors import NERError
-from ner.pooling import WordPooling
+from ner.modules.pooling import WordPooling
+from ner.utils.errors import NERError
 
 # Two rows (windows) of 5 pieces, 2 sentences x 3 words = 6 flat word slots.
 # Row 0: [CLS] w0 w0 w1 [SEP]  (sentence 0: words 0 and 1; word 2 is padding)

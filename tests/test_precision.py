@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ner import precision
-from ner.errors import NERError
+from ner.utils import precision
+from ner.utils.errors import NERError
 
 AVX2_ONLY = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n"
 AMX = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"

@@ -1,4 +1,4 @@
-"""`ner probe` and `ner.probe`: per-layer probes trained on one stored encoding pass."""
+"""`ner probe` and `ner.layers.probe`: per-layer probes trained on one stored encoding pass."""
 
 from __future__ import annotations
 
@@ -10,13 +10,15 @@ import statistics
 import numpy as np
 import pytest
 import torch
+from helpers import one_line_error, run_ner
 from PIL import Image
-from test_cli import one_line_error, run_ner
 
-import ner.commands.probe as command
-import ner.probe as probe
-from ner.heads import LinearHead
-from ner.probe import ProbeData, TrainConfig, best_layer, collect, sweep
+import ner.cli.probe as command
+import ner.layers.probe as probe
+import ner.utils.files
+from ner.layers.embed import WordStates
+from ner.layers.probe import ProbeData, TrainConfig, best_layer, collect, sweep
+from ner.modules.heads import LinearHead
 
 LABELS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
 PLANTED = 2  # the hidden state that holds the labels
@@ -86,13 +88,22 @@ def test_sweep_ranks_the_planted_hidden_state_first():
     assert "test" not in rows[0]
 
 
+PLOT_PIXELS = (7 * 120, round(4.5 * 120))  # write_plot's figure: 7 x 4.5 inches at 120 dpi
+
+
+def drawn(image) -> bool:
+    """Whether the picture holds more than a blank page: dark pixels (lines, text, markers)."""
+    grey = image.convert("L")
+    return sum(grey.histogram()[:128]) > 0.005 * grey.size[0] * grey.size[1]
+
+
 def count_encoder_calls(monkeypatch) -> dict[str, int]:
     """Counts of `iter_word_states` calls and of the encoder's forward runs in `ner probe`."""
     calls = {"passes": 0, "forward": 0}
-    real_tagger, real_iter = command.encoder_tagger, probe.iter_word_states
+    real_of_encoder, real_iter = WordStates.of_encoder.__func__, probe.iter_word_states
 
-    def tagger(*args, **kwargs):
-        model = real_tagger(*args, **kwargs)
+    def of_encoder(cls, *args, **kwargs):
+        model = real_of_encoder(cls, *args, **kwargs)
         model.encoder.register_forward_hook(
             lambda *a: calls.__setitem__("forward", calls["forward"] + 1)
         )
@@ -102,7 +113,7 @@ def count_encoder_calls(monkeypatch) -> dict[str, int]:
         calls["passes"] += 1
         return real_iter(*args, **kwargs)
 
-    monkeypatch.setattr(command, "encoder_tagger", tagger)
+    monkeypatch.setattr(WordStates, "of_encoder", classmethod(of_encoder))
     monkeypatch.setattr(probe, "iter_word_states", passes)
     return calls
 
@@ -140,11 +151,12 @@ def test_ner_probe_writes_tables_and_plot_from_one_pass(
     assert "| 0 (embeddings) |" in table and "Scalar-mix weights" in table and "test F1" in table
     assert table in stdout
     with Image.open(out / "probe.png") as image:
-        assert image.format == "PNG" and image.size[0] > 100
+        assert image.format == "PNG" and image.size == PLOT_PIXELS
+        assert drawn(image)
     assert not list(out.glob(".partial-*"))
 
 
-@pytest.mark.parametrize("case", ["empty train", "missing parent", "unwritable"])
+@pytest.mark.parametrize("case", ["empty train", "a file in the way", "unwritable"])
 def test_bad_input_is_one_line_and_writes_nothing(
     case, tmp_path, tiny_model_dir, tiny_corpus_dir, capsys, monkeypatch
 ):
@@ -152,24 +164,25 @@ def test_bad_input_is_one_line_and_writes_nothing(
     if case == "empty train":
         train = tmp_path / "empty.txt"
         train.write_text("")
-    elif case == "missing parent":
-        out = tmp_path / "no" / "out"
+    elif case == "a file in the way":
+        (tmp_path / "a-file").write_text("")
+        out = tmp_path / "a-file" / "out"
     else:
 
         def refuses(*args, **kwargs):  # what a folder without write permission answers
             raise PermissionError(errno.EACCES, "Permission denied", str(out))
 
-        monkeypatch.setattr(command.tempfile, "mkstemp", refuses)
+        monkeypatch.setattr(ner.utils.files.tempfile, "mkstemp", refuses)
     argv = ["probe", "--encoder", str(tiny_model_dir), "--train", str(train), "--dev",
             str(tiny_corpus_dir / "dev.txt"), "--output", str(out)]  # fmt: skip
     line = one_line_error(*run_ner(argv, capsys)[::2])
     expected = {"empty train": f"{train}: no sentences",
-                "missing parent": "output's parent folder does not exist",
+                "a file in the way": f"{out}: cannot create output folder (Not a directory)",
                 "unwritable": f"{out}: cannot write (Permission denied)"}  # fmt: skip
     assert expected[case] in line
     assert not out.exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == (["empty.txt"] if case == "empty train"
-                                                          else [])  # fmt: skip
+    left = {"empty train": ["empty.txt"], "a file in the way": ["a-file"], "unwritable": []}
+    assert sorted(p.name for p in tmp_path.iterdir()) == left[case]
 
 
 def test_one_seed_writes_no_spread(tmp_path):
@@ -181,4 +194,5 @@ def test_one_seed_writes_no_spread(tmp_path):
     assert probe.csv_rows(rows)[1] == ["hidden state 0", 0, 75.0, "", "1", "2"]
     assert "75.00 ± n/a" in probe.markdown(rows, "tiny")
     command.write_plot(tmp_path / "probe.png", rows, "tiny")
-    assert Image.open(tmp_path / "probe.png").size[0] > 0
+    with Image.open(tmp_path / "probe.png") as image:
+        assert image.size == PLOT_PIXELS and drawn(image)

@@ -1,5 +1,5 @@
-"""`ner.projection`: the type-stratified word sample, Procrustes alignment, the picture files of
-the `LayerProjection` callback inside a real fit, and `ner project` on its checkpoint."""
+"""`ner.layers.projection`: the type-stratified word sample, Procrustes alignment, the picture
+files of the `LayerProjection` callback inside a real fit, and `ner project` on its checkpoint."""
 
 from __future__ import annotations
 
@@ -9,21 +9,20 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import TINY_ENTITIES, tiny_sentences
+from helpers import TINY_ENTITIES, run_ner, tiny_sentences
 from PIL import Image
-from test_cli import run_ner
 
-from ner.commands.lightning import CONFIGS_DIR, run_lightning
-from ner.errors import NERError
-from ner.projection import (
+from ner.cli.lightning import CONFIGS_DIR, run_lightning
+from ner.corpus.schemes import entity_type
+from ner.layers.projection import (
     LayerProjection,
     align,
-    entity_type,
     make_frame,
     stratified_sample,
     write_frame,
 )
-from ner.tagger import NERTagger
+from ner.model.tagger import NERTagger
+from ner.utils.errors import NERError
 
 LABELS = ["O"] + [f"{p}-{t}" for t in sorted(TINY_ENTITIES) for p in "BI"]
 
@@ -125,9 +124,9 @@ def fitted(tmp_path_factory, tiny_model_dir, tiny_corpus_dir):
         patch.chdir(tmp)
         run_lightning(["fit", "-c", str(CONFIGS_DIR / "trainer.yaml"),
                        "--model.encoder", str(tiny_model_dir),
-                       "--model.combiner", "ner.combiners.ScalarMix",
+                       "--model.combiner", "ner.modules.combiners.ScalarMix",
                        "--data.data_dir", str(tiny_corpus_dir), "--trainer.max_epochs", "2",
-                       "--trainer.callbacks+=ner.projection.LayerProjection",
+                       "--trainer.callbacks+=ner.layers.projection.LayerProjection",
                        "--trainer.callbacks.output_dir", str(out),
                        "--trainer.callbacks.sample_per_type", "3",
                        "--trainer.enable_progress_bar", "false"])  # fmt: skip

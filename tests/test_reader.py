@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ner.errors import NERError
-from ner.reader import Corpus, check_labels, read_conll, write_conll
+from ner.corpus.reader import Corpus, check_labels, read_conll, write_conll
+from ner.utils.errors import NERError
 
 # The CoNLL-2003 layout: IOB1 tags (entities open with I-, B- only between same-type neighbours).
 FOUR_COLUMNS = """-DOCSTART- -X- O O

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT
+from helpers import ROOT
 
-from ner.batching import LengthBucketSampler, ResumableLoader
-from ner.resume import AtomicCheckpointIO
+from ner.data.batching import LengthBucketSampler, ResumableLoader
+from ner.model.resume import AtomicCheckpointIO
 
 
 def loader(epoch: int = 1) -> ResumableLoader:
@@ -82,9 +82,9 @@ trainer:
   callbacks:
     - class_path: pytorch_lightning.callbacks.ModelCheckpoint
       init_args: {{filename: best, monitor: val/f1, mode: max, enable_version_counter: false}}
-    - class_path: ner.resume.LastCheckpoint
+    - class_path: ner.model.resume.LastCheckpoint
       init_args: {{every_n_steps: {every_n_steps}}}
-    - ner.resume.ResumeState
+    - ner.model.resume.ResumeState
 model:
   encoder: {model_dir}
   encoder_lr: 1.0e-3
@@ -101,7 +101,7 @@ data:
 def ner_fit(cwd: Path, config: Path, *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "tests")}
     return subprocess.run(
-        [sys.executable, "-m", "ner.cli", "fit", "-c", str(config), "--run", "r", *extra],
+        [sys.executable, "-m", "ner.cli.main", "fit", "-c", str(config), "--run", "r", *extra],
         capture_output=True, text=True, env=env, cwd=cwd,
     )  # fmt: skip
 

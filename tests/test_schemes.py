@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from ner import schemes
+from ner.corpus import schemes
 
 TYPES = ["LOC", "MISC", "PER"]
 
@@ -159,7 +159,7 @@ def test_allowed_transitions_accept_every_valid_sequence():
 
 def test_malformed_bioes_is_repaired_like_conlleval():
     # Regression: an E- that opens an entity, and I- after an entity closed by E-, start entities.
-    from ner.schemes import to_iob2
+    from ner.corpus.schemes import to_iob2
 
     assert to_iob2(["O", "E-PER"], "BIOES") == ["O", "B-PER"]
     assert to_iob2(["B-PER", "E-PER", "I-PER", "E-PER"], "BIOES") == [
@@ -169,7 +169,7 @@ def test_malformed_bioes_is_repaired_like_conlleval():
 
 
 def test_is_valid_iob2():
-    from ner.schemes import is_valid_iob2
+    from ner.corpus.schemes import is_valid_iob2
 
     assert is_valid_iob2(["B-PER", "I-PER", "O", "B-LOC"])
     assert is_valid_iob2([])

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ROOT
-from test_cli import run_ner
+from helpers import ROOT, run_ner
 
-from ner.seeds import markdown, mean_std, summary
+from ner.evaluation.seeds import markdown, mean_std, summary
 
 
 def report(f1: float, per: float) -> dict:
@@ -72,7 +71,7 @@ def test_ner_seeds_trains_and_scores_each_seed(
         assert dev["metrics"]["f1"] == run["dev"]["f1"] and "test" not in run
     assert "mean ± std" in out and (tmp_path / "runs" / "tiny" / "seeds.md").is_file()
     # run again: every seed is read back from its seed.json, nothing is trained
-    import ner.commands.seeds as seeds
+    import ner.cli.seeds as seeds
 
     monkeypatch.setattr(seeds, "_train_and_score", lambda *a: pytest.fail("trained again"))
     code, again, err = run_ner(argv, capsys)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ner.commands.inspect import main as inspect_main
-from ner.errors import NERError
-from ner.reader import read_conll
-from ner.stats import corpus_stats, format_stats
+from ner.cli.inspect import main as inspect_main
+from ner.corpus.reader import read_conll
+from ner.data.stats import corpus_stats, format_stats
+from ner.utils.errors import NERError
 
 CORPUS = """-DOCSTART- O
 
@@ -97,7 +97,7 @@ def test_piece_stats(tmp_path, tiny_tokenizer):
 def test_piece_stats_in_batches(tmp_path, tiny_tokenizer, monkeypatch):
     corpus = read_conll(write(tmp_path, PIECES))
     whole = corpus_stats(corpus, tiny_tokenizer, max_length=8)
-    monkeypatch.setattr("ner.stats.BATCH", 2)
+    monkeypatch.setattr("ner.data.stats.BATCH", 2)
     assert corpus_stats(corpus, tiny_tokenizer, max_length=8) == whole
 
 
@@ -199,7 +199,9 @@ def test_inspect_bad_tokenizer(tmp_path, capsys):
 
 
 def test_no_torch_at_import():
-    code = "import sys, ner.stats; print('torch' in sys.modules, 'transformers' in sys.modules)"
+    code = (
+        "import sys, ner.data.stats; print('torch' in sys.modules, 'transformers' in sys.modules)"
+    )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )

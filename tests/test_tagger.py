@@ -6,11 +6,11 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
-from ner.combiners import ScalarMix
-from ner.datamodule import NERDataModule
-from ner.errors import NERError
-from ner.heads import LinearHead
-from ner.tagger import NERTagger
+from ner.data.datamodule import NERDataModule
+from ner.model.tagger import NERTagger
+from ner.modules.combiners import ScalarMix
+from ner.modules.heads import LinearHead
+from ner.utils.errors import NERError
 
 
 def make_tagger(model_dir, labels, **kwargs) -> NERTagger:
@@ -102,7 +102,7 @@ def test_forward_shapes(tiny_model_dir, tiny_corpus_dir):
 
 
 def test_predictions_do_not_depend_on_batching(tiny_model_dir):
-    from ner.inference import iter_tags
+    from ner.inference.routine import iter_tags
 
     tagger = make_tagger(tiny_model_dir, ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"])
     sentences = [["john"] * n + ["visited", "paris"] for n in (5, 1, 9, 3, 1, 7, 2)]

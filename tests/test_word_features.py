@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import write_tiny_vocab
+from helpers import write_tiny_vocab
 
-from ner.batching import collate
-from ner.encoders import is_uncased
-from ner.shapes import SHAPES, byte_ids, shape_ids, word_shape
-from ner.tagger import NERTagger
-from ner.word_features import WordFeatures
+from ner.corpus.shapes import SHAPES, byte_ids, shape_ids, word_shape
+from ner.data.batching import collate
+from ner.data.encoders import is_uncased
+from ner.model.tagger import NERTagger
+from ner.modules.word_features import WordFeatures
 
 # an independent table, written by hand
 CASING = {

@@ -1,0 +1,1 @@
+"""The `ner` command: the entry point (`ner.cli.main`) and one module a subcommand."""

@@ -1,0 +1,133 @@
+"""`ner seeds`: one config over several seeds, each scored on dev (and with `--test` on test),
+summarised as mean ± std, so no result rests on one seed.
+
+    ner seeds -c configs/conll2003-minilm.yaml --seeds 1 2 3 [--test] [--run NAME] [fit options]
+    ner seeds --experiment context64 --seeds 1 2 3       # the default + configs/experiment/X.yaml
+
+`--experiment NAME` adds `-c configs/experiment/NAME.yaml` (after the offline default's config,
+unless a `-c` is given) and names the run `exp/NAME`. Seed S trains with `--seed_everything S`
+(which also orders the batches) into `checkpoints/NAME/seed-S/`; its `best.ckpt` is evaluated with
+`ner test` on the dev file (reports in `seed-S/dev/`) and, with `--test`, on the test file
+(`seed-S/test/`). The table and the figures go to `runs/NAME/seeds.md` and `seeds.json`. A seed
+finished before with the same options (`seed-S/seed.json`) is read back, so an interrupted sweep
+resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from ner.cli.lightning import CONFIGS_DIR, run_lightning
+from ner.cli.main import summary as command_summary
+from ner.evaluation.seeds import markdown, summary
+from ner.utils.errors import NERError
+from ner.utils.files import atomic_write
+
+
+def parser() -> argparse.ArgumentParser:
+    """The options of `ner seeds` (any other option goes to `ner fit`)."""
+    p = argparse.ArgumentParser(prog="ner seeds", description=command_summary("seeds"))
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--test", action="store_true", help="also score test (report it once)")
+    p.add_argument("--run", help="name of the run (default: exp/EXPERIMENT, else the first config)")
+    p.add_argument("--experiment", help="a file of configs/experiment/ (name without .yaml)")
+    return p
+
+
+def with_experiment(name: str | None, fit_args: list[str]) -> list[str]:
+    """`fit_args` with the experiment's config file after the others (the offline default's
+    config first when no `-c` is given); a one-line error for an unknown experiment."""
+    if name is None:
+        return fit_args
+    path = CONFIGS_DIR / "experiment" / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in path.parent.glob("*.yaml")))
+        raise NERError(f"no experiment {name!r} (one of {known})", path="--experiment")
+    given = any(a in ("-c", "--config") or a.startswith("--config=") for a in fit_args)
+    default = [] if given else ["-c", str(CONFIGS_DIR / "conll2003-minilm.yaml")]
+    return [*default, *fit_args, "-c", str(path)]
+
+
+def _run_name(args: argparse.Namespace, fit_args: list[str]) -> str:
+    if args.run:
+        return args.run
+    if args.experiment:
+        return f"exp/{args.experiment}"
+    for flag, value in zip(fit_args, fit_args[1:], strict=False):
+        if flag in ("-c", "--config"):
+            return Path(value).stem
+    return "seeds"
+
+
+def _evaluate(ckpt: Path, data_file: str, out: Path) -> dict[str, Any]:
+    run_lightning(
+        ["test", "--ckpt_path", str(ckpt), "--data.test_file", data_file, "--output", str(out),
+         "--trainer.enable_progress_bar", "false"]
+    )  # fmt: skip
+    return json.loads((out / f"{ckpt.stem}.test-report.json").read_text())["metrics"]
+
+
+def one_seed(seed: int, name: str, fit_args: list[str], test: bool) -> dict[str, Any]:
+    """Train and score one seed; its dev (and test) report and fit wall time. A seed already
+    done with the same options (its `seed.json`) is read back, not trained again."""
+    record = Path("checkpoints") / name / f"seed-{seed}" / "seed.json"
+    if record.is_file():
+        done = json.loads(record.read_text())
+        if done.get("fit_args") == fit_args:
+            result = done["result"]
+            if not test or "test" in result:
+                return result
+            # Trained and scored on dev before: the test score needs only its checkpoint.
+            best = Path(result["checkpoint"])
+            result["test"] = _evaluate(best, result["files"]["test"], best.parent / "test")
+            _record(record, fit_args, result)
+            return result
+    result = _train_and_score(seed, name, fit_args, test)
+    _record(record, fit_args, result)
+    return result
+
+
+def _record(record: Path, fit_args: list[str], result: dict[str, Any]) -> None:
+    with atomic_write(record) as handle:
+        json.dump({"fit_args": fit_args, "result": result}, handle, indent=2)
+
+
+def _train_and_score(seed: int, name: str, fit_args: list[str], test: bool) -> dict[str, Any]:
+    started = time.perf_counter()
+    cli = run_lightning(
+        ["fit", *fit_args, "--seed_everything", str(seed), "--run", f"{name}/seed-{seed}"]
+    )
+    fit_s = time.perf_counter() - started
+    files = cli.datamodule.files
+    if not files.get("val") or (test and not files.get("test")):
+        raise NERError("ner seeds scores dev and test files; give --data.val_file/test_file")
+    best = Path(cli.trainer.checkpoint_callback.best_model_path or "")
+    if not best.is_file():
+        raise NERError("the run saved no best.ckpt (no validation ran)", path=str(best))
+    result = {"seed": seed, "fit_s": fit_s, "checkpoint": str(best), "files": dict(files)}
+    result["dev"] = _evaluate(best, files["val"], best.parent / "dev")
+    if test:
+        result["test"] = _evaluate(best, files["test"], best.parent / "test")
+    return result
+
+
+def main(argv: list[str]) -> int:
+    """Run every seed, then write and print the summary."""
+    args, fit_args = parser().parse_known_args(argv)
+    name = _run_name(args, fit_args)
+    fit_args = with_experiment(args.experiment, fit_args)
+    runs = [one_seed(seed, name, fit_args, args.test) for seed in args.seeds]
+    out = Path("runs") / name
+    out.mkdir(parents=True, exist_ok=True)
+    table = markdown(name, runs)
+    with atomic_write(out / "seeds.json") as handle:
+        json.dump({"runs": runs, "summary": summary(runs), "fit_args": fit_args}, handle, indent=2)
+    with atomic_write(out / "seeds.md") as handle:
+        handle.write(table + "\n")
+    print(table)
+    print(f"summary: {out / 'seeds.md'}")
+    return 0

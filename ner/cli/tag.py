@@ -1,0 +1,72 @@
+"""`ner tag CKPT [FILE|-]`: tag text or CoNLL with a checkpoint, streaming text input."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from collections.abc import Iterable
+
+from tqdm.auto import tqdm
+
+from ner.cli.main import summary
+from ner.corpus.inputs import KINDS, decode_lines, open_input, read_conll_input, text_passages
+from ner.corpus.outputs import FORMATS, write_predictions
+from ner.inference.backends import BACKENDS, ExportedTagger, is_export
+from ner.inference.routine import Tagged, Tagger, iter_tags
+from ner.model.tagger import load_tagger
+from ner.utils.precision import resolve_device
+
+
+def parser() -> argparse.ArgumentParser:
+    """The options of `ner tag`."""
+    p = argparse.ArgumentParser(prog="ner tag", description=summary("tag"))
+    p.add_argument("checkpoint", help="a checkpoint, or a folder written by `ner export`")
+    p.add_argument("input", nargs="?", default="-", help="text or CoNLL file; - for stdin")
+    p.add_argument("--format", choices=FORMATS, default="jsonl", help="output format")
+    p.add_argument(
+        "--input-format",
+        choices=KINDS,
+        default="auto",
+        help="auto: by extension (.conll .conllu .iob .bio .tsv / .txt), else by content",
+    )
+    p.add_argument("--output", default=None, help="output file (default: stdout)")
+    p.add_argument("--batch-size", type=int, default=64, help="sentences a batch at most")
+    p.add_argument("--device", default="auto", help="auto (a GPU if there is one), cpu, cuda:N")
+    p.add_argument("--backend", choices=BACKENDS, default="torch", help="onnx: ONNX Runtime (CPU)")
+    p.add_argument("--quantize", choices=("int8",), default=None, help="int8 linear layers")
+    return p
+
+
+def load_model(args: argparse.Namespace) -> Tagger:
+    """The model to tag with: a checkpoint on its device and backend, or an export folder."""
+    if is_export(args.checkpoint):
+        return ExportedTagger(args.checkpoint, args.quantize)
+    tagger = load_tagger(args.checkpoint)
+    onnx_auto = args.backend == "onnx" and args.device == "auto"  # onnx runs on the CPU
+    device = resolve_device("cpu" if onnx_auto else args.device)
+    return tagger.to(device).accelerate(args.backend, args.quantize)
+
+
+def _progress(tagged: Iterable[Tagged]) -> Iterable[Tagged]:
+    # no total when streaming; the delay keeps it off for small inputs
+    return tqdm(tagged, unit="sent", delay=2.0)
+
+
+def main(argv: list[str]) -> int:
+    """Tag; an output file appears whole or not at all (on stdout, records before an error
+    stay). Text input is read, tagged and written a chunk at a time."""
+    args = parser().parse_args(argv)
+    tagger = load_model(args)  # a bad checkpoint fails before any input is read
+    with open_input(args.input, args.input_format) as (name, kind, raw):
+        corpus, doc_ids = None, None
+        if kind == "conll":
+            inp = read_conll_input(name, raw)
+            passages, corpus, doc_ids = iter(inp.passages), inp.corpus, inp.doc_ids
+        else:
+            passages = text_passages(decode_lines(raw, name))
+        # two views of one lazy stream: tagging runs at most a chunk ahead of the writer
+        passages, ahead = itertools.tee(passages)
+        words = (p.words for p in ahead)
+        tagged = iter_tags(tagger, words, doc_ids=doc_ids, batch_size=args.batch_size)
+        write_predictions(passages, _progress(tagged), args.format, args.output, corpus, name)
+    return 0

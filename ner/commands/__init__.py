@@ -1,1 +1,0 @@
-"""The `ner` subcommands outside LightningCLI, one module each."""
