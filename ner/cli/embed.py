@@ -142,7 +142,7 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(joined_layers(argv))
     layers = _layers(args.layers)  # a bad list fails before the model loads
     model = _model(args)
-    check_layers(model, layers)
+    model.computing_up_to(max(check_layers(model, layers)))
     inp = read_inputs(args.input, args.input_format)
     with atomic_folder(args.output) as stage:
         shapes = _write(stage, model, inp, args)

@@ -29,7 +29,7 @@ from ner.model.checkpoint import (
     scalar_args,
 )
 from ner.model.resume import AtomicCheckpointIO
-from ner.model.tagger import NERTagger, restore
+from ner.model.tagger import NERTagger
 from ner.utils.errors import NERError
 from ner.utils.precision import auto_precision
 
@@ -141,7 +141,7 @@ class NERCLI(LightningCLI):
     def instantiate_classes(self) -> None:
         super().instantiate_classes()
         if self.checkpoint is not None:
-            restore(self.model, self.checkpoint, self.checkpoint_path)
+            self.model.restore(self.checkpoint, self.checkpoint_path)
             self.checkpoint = None  # the weights now live in the model
         config = self._command_config()
         if self.subcommand == "fit" and config.get("ckpt_path"):

@@ -2,14 +2,17 @@
 tags entities with a small probe head (the BERT paper's Table 7, feature-based).
 
     ner probe [--encoder NAME] (--data-dir DIR | --train F --dev F [--test F]) [--test-report]
-              [--seeds 1 2 3] [--epochs 5] [--lr 1e-3] [--batch-size 32] [--pooling first]
+              [--seeds 1 2 3] [--epochs 50] [--patience 3] [--lr 1e-3] [--batch-size 32]
+              [--pooling first]
               [--head ner.modules.heads.LinearHead] [--head-args '{"crf": true}'] [--output DIR]
               [--limit N]
 
 The encoder runs once a split; every probe (hidden states 0..L, sum / mean / concat of the last
-four, a scalar mix of all) trains on the stored word vectors, its epoch chosen on dev, over each
-seed. Test is scored only with `--test-report` or an explicit `--test FILE`. DIR (default
-`runs/probe/<encoder name>`) gets probe.csv, probe.md, probe.json and probe.png.
+four, a scalar mix of all) trains on the stored word vectors, each state standardised with train's
+statistics, until dev F1 stops improving (its best epoch kept), over each seed; each row says what
+it costs (the encoder layers computed) and how many epochs it took. Test is scored only with
+`--test-report` or an explicit `--test FILE`. DIR (default `runs/probe/<encoder name>`) gets
+probe.csv, probe.md, probe.json and probe.png.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from ner.corpus.schemes import entity_types, label_list
 from ner.data.encoders import BUNDLED_ENCODER
 from ner.data.splits import find_split_file
 from ner.layers.embed import WordStates
-from ner.layers.probe import ProbeData, TrainConfig, csv_rows, encode_split, markdown, sweep
+from ner.layers.probe import ProbeData, encode_split
+from ner.layers.probe_sweep import TrainConfig, sweep
+from ner.layers.probe_tables import csv_rows, markdown
 from ner.modules.heads import TaggingHead
 from ner.modules.pooling import MODES
 from ner.utils.classes import load_class
@@ -48,7 +53,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--test", help="test file (scored: implies --test-report)")
     p.add_argument("--test-report", action="store_true", help="also score the test split")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--epochs", type=int, default=50, help="at most this many epochs a probe")
+    p.add_argument("--patience", type=int, default=3,
+                   help="stop a probe after this many epochs without a better dev F1")  # fmt: skip
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--batch-size", type=int, default=32, help="sentences a probe batch")
     p.add_argument("--pooling", choices=MODES, default="first")
@@ -149,8 +156,8 @@ def main(argv: list[str]) -> int:
     """Read the splits, encode each once, probe every row over every seed, write the tables."""
     args = parser().parse_args(argv)
     require("analysis", "ner probe")
-    if args.epochs < 1 or args.batch_size < 1 or (args.limit is not None and args.limit < 1):
-        raise NERError("--epochs, --batch-size and --limit must be at least 1")
+    if min(args.epochs, args.patience, args.batch_size, args.limit or 1) < 1:
+        raise NERError("--epochs, --patience, --batch-size and --limit must be at least 1")
     files = split_files(args)
     make_head = head_factory(args.head, args.head_args)
     splits = {s: read_split(f, args.limit) for s, f in files.items()}
@@ -169,12 +176,13 @@ def main(argv: list[str]) -> int:
     del model  # the probes need only the stored states
     on = {s: split.to(device) for s, split in stored.items()}
     data = ProbeData(labels, on["train"], on["dev"], on.get("test"))
-    config = TrainConfig(args.epochs, args.lr, args.batch_size)
+    config = TrainConfig(args.epochs, args.patience, args.lr, args.batch_size)
     rows = sweep(data, make_head, args.seeds, config)
     meta = {"encoder": args.encoder, "files": files, "labels": labels, "seeds": args.seeds,
             "head": args.head, "head_args": json.loads(args.head_args), "pooling": args.pooling,
-            "epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size,
-            "limit": args.limit, "hidden_states": data.shape[0]}  # fmt: skip
+            "epochs": args.epochs, "patience": args.patience, "lr": args.lr,
+            "batch_size": args.batch_size, "limit": args.limit,
+            "hidden_states": data.shape[0]}  # fmt: skip
     write_outputs(out, rows, meta)
     print(markdown(rows, args.encoder), end="")
     print(f"probe: {out / 'probe.md'}")

