@@ -25,6 +25,14 @@ NOT_RUN = {
     "bash scripts/setup.sh": "the install CI itself runs",
     ". .venv/bin/activate": "a shell's environment",
     "python -m benchmarks.": "benchmarks: their smoke runs are tests/test_benchmarks.py",
+    "ner serve ": "a server that runs until stopped: tests/test_serve.py starts the command, tags "
+    "and stops it",
+    "curl ": "requests to a running `ner serve`: tests/test_serve.py sends them",
+    "tensorboard --logdir": "a server that runs until stopped: TensorBoard's own",
+    "torchrun ": "two machines: tests/test_multinode.py launches both on 127.0.0.1",
+    "MASTER_ADDR=": "two machines: tests/test_multinode.py launches both on 127.0.0.1",
+    "mkdir -p runs/slurm": "a SLURM cluster: the script is checked with `bash -n`",
+    "sbatch ": "a SLURM cluster: the script is checked with `bash -n`",
 }
 # Commands that start several processes: run as a real process (Lightning relaunches argv).
 AS_PROCESS = ("--trainer.strategy ddp",)

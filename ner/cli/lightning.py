@@ -15,11 +15,15 @@ from typing import Any
 from jsonargparse import Namespace
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.cli import LightningCLI
+from pytorch_lightning.loggers import TensorBoardLogger
 from pytorch_lightning.utilities import rank_zero_only
 
+from ner.cli.distributed import SameResume, check_world_size, end_process_group, resume_path
 from ner.cli.main import summary, usage
 from ner.cli.reports import TEST_FORMATS, fit_line, shown, test_report
+from ner.cli.runs import apply_run_name, loggers
 from ner.data.datamodule import NERDataModule
+from ner.layers.tensorboard import TensorBoardExtras
 from ner.model.callbacks import PredictionFileWriter, use_stderr_progress_bar
 from ner.model.checkpoint import (
     check_fits,
@@ -31,41 +35,17 @@ from ner.model.checkpoint import (
 from ner.model.resume import AtomicCheckpointIO
 from ner.model.tagger import NERTagger
 from ner.utils.errors import NERError
+from ner.utils.extras import require
 from ner.utils.precision import auto_precision
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
 CKPT_SUBCOMMANDS = ("validate", "test", "predict")
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
-CHECKPOINT_CLASSES = ("ModelCheckpoint", "LastCheckpoint")
-LOGGER_CLASSES = ("CSVLogger", "TensorBoardLogger")
 
 
 def _seed(value: Any) -> int:
     # seed_everything may be true/false (Lightning then draws one); the batch order needs an int
     return value if isinstance(value, int) and not isinstance(value, bool) else 42
-
-
-def apply_run_name(config: Namespace, run: str) -> None:
-    """Checkpoint callbacks without a `dirpath` write to `checkpoints/<run>/`; a logger left at
-    Lightning's default name logs under `<run>`; the data's caches go to `runs/<run>/cache`
-    unless `data.cache_dir` says otherwise (nothing lands in a user-wide cache), and whatever
-    Lightning writes to its root folder to `runs/<run>/`."""
-    if config.data.get("cache_dir") is None:
-        config.data.cache_dir = str(Path("runs") / run / "cache")
-    if config.trainer.get("default_root_dir") is None:  # where a run without a logger keeps
-        config.trainer.default_root_dir = str(Path("runs") / run)  # its config.yaml
-    for callback in config.trainer.get("callbacks") or []:
-        if not isinstance(callback, Namespace):
-            continue
-        name = str(callback.get("class_path", "")).rpartition(".")[2]
-        if name in CHECKPOINT_CLASSES and callback.init_args.get("dirpath") is None:
-            callback.init_args.dirpath = str(Path("checkpoints") / run)
-    logger = config.trainer.get("logger")
-    if isinstance(logger, Namespace) and logger.get("class_path", "").rpartition(".")[2] in (
-        LOGGER_CLASSES
-    ):
-        if logger.init_args.get("name") in (None, "lightning_logs"):
-            logger.init_args.name = run
 
 
 def from_checkpoint(config: Namespace, section: dict[str, Any]) -> None:
@@ -121,6 +101,9 @@ class NERCLI(LightningCLI):
         # our batch sampler shards batches across ranks itself, and Lightning cannot inject its
         # sampler into it (it would fail under DDP): for every command
         config.trainer.use_distributed_sampler = False
+        check_world_size(config.trainer)
+        if any(lg.class_path.endswith(".TensorBoardLogger") for lg in loggers(config)):
+            require("tensorboard", "the TensorBoard logger (configs/logger/tensorboard.yaml)")
         if self.subcommand in ("fit", None):
             apply_run_name(config, config.run)
             without_validation(config)
@@ -145,9 +128,12 @@ class NERCLI(LightningCLI):
             self.checkpoint = None  # the weights now live in the model
         config = self._command_config()
         if self.subcommand == "fit" and config.get("ckpt_path"):
+            # found as Lightning will look for it, before rank 0's folders are broadcast
             resumed = resume_path(config.ckpt_path, self.trainer)
             if resumed is not None:  # Lightning's strict load would end in a traceback
                 check_fits(shown(str(resumed)), self.model)
+            # every rank resumes from the same checkpoint, or none starts
+            self.trainer.callbacks.append(SameResume(config.ckpt_path, resumed))
         if config.get("backend", "torch") != "torch" or config.get("quantize"):
             if self.subcommand not in CKPT_SUBCOMMANDS:
                 raise NERError("--backend and --quantize apply to validate, test and predict")
@@ -163,6 +149,10 @@ class NERCLI(LightningCLI):
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:  # not a user's own
             trainer.strategy.checkpoint_io = AtomicCheckpointIO()
         use_stderr_progress_bar(trainer)
+        if any(isinstance(lg, TensorBoardLogger) for lg in trainer.loggers) and not any(
+            isinstance(c, TensorBoardExtras) for c in trainer.callbacks
+        ):
+            trainer.callbacks.append(TensorBoardExtras())
         if self.subcommand == "predict":
             config = self.config["predict"]
             fmt = config.get("format") or "jsonl"
@@ -182,16 +172,6 @@ class NERCLI(LightningCLI):
         if fmt not in TEST_FORMATS:
             raise NERError(f"ner test writes {' or '.join(TEST_FORMATS)}, not {fmt!r}", "--format")
         test_report(self, self.checkpoint_path, config.get("output"), fmt)
-
-
-def resume_path(ckpt_path: str, trainer) -> Path | None:
-    """The file `--ckpt_path` resumes from: the path, or for `last` the newest `*last*.ckpt`
-    in the checkpoint folders (as Lightning looks for it); None if there is none."""
-    if ckpt_path != "last":
-        return Path(ckpt_path) if Path(ckpt_path).is_file() else None
-    folders = {Path(c.dirpath) for c in trainer.checkpoint_callbacks if c.dirpath}
-    found = [p for d in folders if d.is_dir() for p in d.glob("*last*.ckpt")]
-    return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
 
 def add_options(parser, command: str | None) -> None:
@@ -248,15 +228,18 @@ def run_lightning(args: list[str] | None, run: bool = True) -> NERCLI:
         parser_kwargs.update(
             {c: {"exit_on_error": False, "description": summary(c)} for c in SUBCOMMANDS}
         )
-    return NERCLI(
-        NERTagger,
-        NERDataModule,
-        args=args,
-        run=run,
-        save_config_kwargs={"overwrite": True},
-        # errors come back as exceptions, which `ner.cli.main.main` prints as one line
-        parser_kwargs=parser_kwargs,
-    )
+    try:
+        return NERCLI(
+            NERTagger,
+            NERDataModule,
+            args=args,
+            run=run,
+            save_config_kwargs={"overwrite": True},
+            # errors come back as exceptions, which `ner.cli.main.main` prints as one line
+            parser_kwargs=parser_kwargs,
+        )
+    finally:
+        end_process_group()  # whatever happened: a process group left to exit may abort it
 
 
 def cli_for(args: list[str]) -> NERCLI:

@@ -35,6 +35,8 @@ COMMANDS = {
                 "checkpoint and a CoNLL file."),
     "export": ("ner.cli.export", "Write a checkpoint as a self-contained ONNX folder (float32 "
                "and int8 graphs)."),
+    "serve": ("ner.cli.serve", "Serve a checkpoint over HTTP: JSON tagging with dynamic "
+              "batching, and a page that highlights entities."),
 }  # fmt: skip
 
 

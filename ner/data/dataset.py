@@ -20,6 +20,7 @@ from ner.corpus.schemes import detect_scheme, entity_types, label_list, to_iob2
 from ner.data import alignment
 from ner.data.windows import WindowSettings
 from ner.utils.errors import NERError
+from ner.utils.files import exclusive
 
 
 def _features():
@@ -196,7 +197,8 @@ def tokenize_dataset(dataset, tokenizer, settings: WindowSettings, cache_dir: st
 
     Cached: the fingerprint covers the rows, the tokenizer, the window settings and the alignment
     code. The cache file goes to `cache_dir` if given, else beside the dataset's own files; an
-    in-memory dataset without `cache_dir` is not cached.
+    in-memory dataset without `cache_dir` is not cached. Built once by whichever process sharing
+    `cache_dir` comes first (`ner.utils.files.exclusive`), never read half-written.
     """
     from datasets import List, Value
     from datasets.fingerprint import Hasher
@@ -219,8 +221,12 @@ def tokenize_dataset(dataset, tokenizer, settings: WindowSettings, cache_dir: st
     features["piece_word"] = List(List(Value("int32")))
     features["num_pieces"] = Value("int32")
     features["zero_piece_words"] = Value("int32")
-    # a bar is worth showing for a corpus that takes seconds, not for a few lines to tag
-    with _progress_bar(len(dataset) >= PROGRESS_ROWS):
+    # Processes that share the cache folder (ranks of one machine, or machines on one shared
+    # disk) take turns: the first builds the file (datasets writes it beside the target and
+    # renames it into place), the others load it whole; a machine with a disk of its own
+    # builds its own. A bar is worth showing for a corpus that takes seconds, not a few lines.
+    lock = exclusive(f"{cache_file}.lock") if cache_file else contextlib.nullcontext()
+    with lock, _progress_bar(len(dataset) >= PROGRESS_ROWS):
         return dataset.map(
             _align_batch,
             batched=True,

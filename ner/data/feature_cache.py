@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
+import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,11 +30,11 @@ from typing import Any
 import numpy as np
 import pyarrow.compute as pc
 import torch
-from pytorch_lightning.utilities import rank_zero_info
 from torch import Tensor, nn
 
 from ner.data.batching import batches_by_length, piece_budget
 from ner.utils.errors import NERError
+from ner.utils.files import atomic_write, exclusive
 
 VERSION = 1
 FLOAT16_MAX = float(np.finfo(np.float16).max)
@@ -140,38 +143,36 @@ class FeatureCache:
 
     @classmethod
     def for_trainer(cls, encoder: nn.Module, layers: list[int], trainer) -> FeatureCache:
-        """A cache that encodes in the trainer's precision and logs on rank 0."""
+        """A cache that encodes in the trainer's precision; whichever rank encodes says so."""
         plugin = trainer.precision_plugin
-        return cls(
-            encoder, layers, plugin.forward_context, str(trainer.precision), log=rank_zero_info
-        )
+        return cls(encoder, layers, plugin.forward_context, str(trainer.precision), log=_stderr)
 
     def store(self, dataset, root: str | Path, pad_id: int = 0, name: str = "") -> FeatureStore:
         """The features of `dataset` (tokenized by `ner.data.dataset.tokenize_dataset`) under
-        `root`, encoding the missing layers first. Under torch.distributed, local rank 0 encodes."""
+        `root`, encoding the missing layers first. Processes that share `root` (the ranks of a
+        machine, machines on a shared disk) take turns on the key's lock: the first encodes,
+        the others read what it wrote; a machine with a disk of its own encodes its own."""
         if self._encoder_digest is None:
             self._encoder_digest = encoder_fingerprint(self.encoder)
         ids, lengths, rows = window_arrays(dataset)
         directory = Path(root) / cache_key(self._encoder_digest, self.precision, ids, lengths, rows)
-        missing = [i for i in self.layers if not (directory / f"layer-{i}.npy").is_file()]
-        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
-        if missing and int(os.environ.get("LOCAL_RANK", 0)) == 0:
-            self._build(directory, missing, ids, lengths, rows, pad_id, name)
-        if distributed:
-            torch.distributed.barrier()
-        return FeatureStore(directory, self.layers)
-
-    def _build(self, directory: Path, layers, ids, lengths, rows, pad_id: int, name: str) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         first_window = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
-        for file, array in (("offsets.npy", offsets), ("first_window.npy", first_window)):
-            tmp = directory / f"tmp-{os.getpid()}-{file}"
-            np.save(tmp, array, allow_pickle=False)
-            os.replace(tmp, directory / file)
+        # offsets.npy doubles as the key's lock (a file of its own would litter the folders)
+        with exclusive(directory / "offsets.npy") as index:
+            _write_in_place(index, offsets)
+            if not _holds(directory / "first_window.npy", first_window):
+                with atomic_write(directory / "first_window.npy", binary=True) as out:
+                    np.save(out, first_window, allow_pickle=False)
+            missing = [i for i in self.layers if not (directory / f"layer-{i}.npy").is_file()]
+            if missing:
+                self._build(directory, missing, ids, lengths, offsets, pad_id, name)
+        return FeatureStore(directory, self.layers)
 
+    def _build(self, directory: Path, layers, ids, lengths, offsets, pad_id: int, name: str):
         hidden = self.encoder.config.hidden_size
-        tmp_paths = {i: directory / f"tmp-{os.getpid()}-layer-{i}.npy" for i in layers}
+        tmp_paths = {i: directory / f".partial-{uuid.uuid4().hex}-layer-{i}.npy" for i in layers}
         maps = {
             i: np.lib.format.open_memmap(
                 tmp_paths[i], mode="w+", dtype=np.float16, shape=(int(offsets[-1]), hidden)
@@ -217,3 +218,35 @@ class FeatureCache:
             f"feature cache {name}: encoded {len(lengths)} windows, layers {layers}, "
             f"{megabytes:.0f} MiB, {time.perf_counter() - started:.1f} s -> {directory}"
         )
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _holds(path: Path, array: np.ndarray) -> bool:
+    """Whether the .npy file at `path` holds exactly `array` (False if absent or torn)."""
+    try:
+        return path.read_bytes() == _npy_bytes(array)
+    except FileNotFoundError:
+        return False
+
+
+def _write_in_place(handle, array: np.ndarray) -> None:
+    """`array` as .npy into the open (locked) file, unless it holds it already: a write torn by
+    a crash is found and rewritten by the next process to take the lock."""
+    data = _npy_bytes(array)
+    handle.seek(0)
+    if handle.read() == data:
+        return
+    handle.seek(0)
+    handle.truncate()
+    handle.write(data)
+    handle.flush()
+    os.fsync(handle.fileno())

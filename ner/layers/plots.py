@@ -1,5 +1,6 @@
-"""Pictures of `ner.layers.projection`: the panel grid of a frame, the GIF over epochs and the
-scalar-mix weights over epochs, each written whole (`ner.utils.files.atomic_write`).
+"""Pictures of `ner.layers.projection`: the panel grid of a frame (and a panel alone), the GIF
+over epochs, the scalar-mix weights over epochs and as bars, each written whole
+(`ner.utils.files.atomic_write`) or rendered to pixels for TensorBoard.
 matplotlib (Agg, no pyplot state) and Pillow are imported only when a picture is drawn."""
 
 from __future__ import annotations
@@ -42,30 +43,55 @@ def plot_grid(rows: Mapping[str, Any], title: str) -> Any:
     cols = max(len(frame.names) for frame in rows.values())
     fig = _figure(2.0 * cols, 2.1 * len(rows) + 0.5)
     types = sorted({entity_type(t) for f in rows.values() for t in f.gold})
-    colours = type_colours(types)
     for r, (label, frame) in enumerate(rows.items()):
-        kinds = np.array([entity_type(t) for t in frame.gold])
-        wrong = np.array(frame.predicted) != np.array(frame.gold)
-        for c, name in enumerate(frame.names):
-            ax = fig.add_subplot(len(rows), cols, r * cols + c + 1)
-            points = frame.coords[c]  # [words, 2]
-            for kind in types:  # O first in draw order would hide nothing: it is grey
-                mask = kinds == kind
-                ax.scatter(*points[mask].T, s=7, color=colours[kind], label=kind, linewidths=0)
-            ax.scatter(*points[wrong].T, s=14, c="black", marker=WRONG, linewidths=0.6)
-            ax.set_title(f"{label}: {name}\nsilhouette {frame.scores[c]:+.2f}", fontsize=7)
-            ax.set_xticks([])
-            ax.set_yticks([])
+        for c in range(len(frame.names)):
+            draw_panel(fig.add_subplot(len(rows), cols, r * cols + c + 1), frame, c, label, types)
+    _legend(fig, types)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+    return fig
+
+
+def plot_panel(frame: Any, panel: int, label: str, title: str) -> Any:
+    """A Figure of one panel of a frame (one hidden state, or the combiner), as in the grid."""
+    fig = _figure(3.2, 3.5)
+    types = sorted({entity_type(t) for t in frame.gold})
+    draw_panel(fig.add_subplot(1, 1, 1), frame, panel, label, types)
+    _legend(fig, types, ncol=3)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout(rect=(0, 0.1, 1, 0.95))
+    return fig
+
+
+def draw_panel(ax: Any, frame: Any, panel: int, label: str, types: Sequence[str]) -> None:
+    """One panel into `ax`: the frame's points of `panel` coloured by gold type (`types`, in
+    a fixed order), crossed where the prediction is wrong, titled with the silhouette."""
+    colours = type_colours(types)
+    kinds = np.array([entity_type(t) for t in frame.gold])
+    wrong = np.array(frame.predicted) != np.array(frame.gold)
+    points = frame.coords[panel]  # [words, 2]
+    for kind in types:  # O first in draw order would hide nothing: it is grey
+        mask = kinds == kind
+        ax.scatter(*points[mask].T, s=7, color=colours[kind], label=kind, linewidths=0)
+    ax.scatter(*points[wrong].T, s=14, c="black", marker=WRONG, linewidths=0.6)
+    ax.set_title(
+        f"{label}: {frame.names[panel]}\nsilhouette {frame.scores[panel]:+.2f}", fontsize=7
+    )
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _legend(fig: Any, types: Sequence[str], ncol: int | None = None) -> None:
     from matplotlib.lines import Line2D
+
+    colours = type_colours(types)
 
     def key(label: str, marker: str, colour: Any) -> Line2D:
         return Line2D([], [], ls="", marker=marker, color=colour, markersize=4, label=label)
 
     handles = [key(t, "o", colours[t]) for t in types] + [key("tagged wrong", WRONG, "black")]
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
-    return fig
+    fig.legend(handles=handles, loc="lower center", ncol=ncol or len(handles), fontsize=7,
+               frameon=False)  # fmt: skip
 
 
 def save_figure(fig: Any, path: Path, dpi: int) -> None:
@@ -102,3 +128,27 @@ def plot_mix(epochs: Sequence[int], weights: np.ndarray, layers: Sequence[int]) 
     ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
     return fig
+
+
+def plot_weights(weights: Sequence[float], layers: Sequence[int], title: str) -> Any:
+    """A Figure of a combiner's weights `[K]` as bars, one a hidden state it reads."""
+    fig = _figure(4.0, 2.6)
+    ax = fig.add_subplot(1, 1, 1)
+    names = ["emb" if layer == 0 else str(layer) for layer in layers]
+    ax.bar(range(len(weights)), weights, color=type_colours(["O"])["O"], edgecolor="black")
+    ax.set_xticks(range(len(weights)), names, fontsize=7)
+    ax.set_xlabel("hidden state", fontsize=8)
+    ax.set_ylabel("weight", fontsize=8)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def figure_pixels(fig: Any, dpi: int) -> np.ndarray:
+    """The figure rendered at `dpi` as RGB pixels `[height, width, 3]` uint8 (for TensorBoard)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig.set_dpi(dpi)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3].copy()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from ner.corpus.schemes import entity_type
 from ner.inference.routine import iter_tags
 from ner.layers.embed import WordStates, iter_word_states
 from ner.layers.plots import plot_grid, plot_mix, save_figure, write_gif
+from ner.layers.tensorboard import log_frames, log_step, panel_tag, writers
 from ner.model.tagger import NERTagger
 from ner.utils.errors import NERError
 from ner.utils.extras import require
@@ -159,6 +160,7 @@ class Frame:
     words: list[str]
     gold: list[str]
     predicted: list[str]
+    vectors: list[np.ndarray] = field(default_factory=list)  # per panel [words, dim], unprojected
 
 
 def make_frame(
@@ -172,7 +174,7 @@ def make_frame(
         for i, v in enumerate(panels)
     ]
     scores = np.array([separation(v, gold) for v in panels])
-    return Frame(names, np.stack(coords), scores, sample.words, gold, predicted)
+    return Frame(names, np.stack(coords), scores, sample.words, gold, predicted, panels)
 
 
 def write_frame(directory: Path, stem: str, frames: dict[str, Frame], title: str, dpi: int):
@@ -199,7 +201,9 @@ class LayerProjection(Callback):
     """At the end of each validation epoch (not the sanity check), the 2-D picture of every
     hidden state and of the combiner's output for a fixed sample of dev (and train) words:
     `epoch-XX.png`, `epoch-XX.npz`, `layers.gif`, `scalar-mix.png` (a combiner with weights), and
-    the silhouette scores logged as `projection/ROW/PANEL`. Only rank 0 computes and writes."""
+    the silhouette scores logged as `projection/ROW/PANEL`. With a TensorBoardLogger, also the
+    pictures as images and the word vectors in the embedding projector
+    (`ner.layers.tensorboard.log_frames`). Only rank 0 computes and writes."""
 
     def __init__(
         self,
@@ -209,6 +213,7 @@ class LayerProjection(Callback):
         method: str = "pca",
         seed: int = 0,
         dpi: int = 72,
+        projector: bool = True,
     ):
         """Args:
         output_dir: where the pictures go (default: `<trainer.log_dir or runs>/projection`).
@@ -217,6 +222,8 @@ class LayerProjection(Callback):
         method: `pca` or `tsne` (slower; its layout is less stable between epochs).
         seed: of the word sample and of t-SNE.
         dpi: of the PNGs and so of the GIF (small by default).
+        projector: with a TensorBoardLogger, the word vectors of every panel in TensorBoard's
+            embedding projector each epoch (word, gold and predicted tag as metadata).
         """
         require("analysis", "the LayerProjection callback")
         if method not in METHODS:
@@ -225,6 +232,7 @@ class LayerProjection(Callback):
             raise NERError(f"must be at least 1, got {sample_per_type}", path="sample_per_type")
         self.output_dir, self.sample_per_type = output_dir, sample_per_type
         self.include_train, self.method, self.seed, self.dpi = include_train, method, seed, dpi
+        self.projector = projector
         self.directory: Path | None = None
         self.samples: dict[str, Sample] = {}
         self.previous: dict[str, Frame] = {}
@@ -262,19 +270,21 @@ class LayerProjection(Callback):
         self.pngs[epoch] = self.directory / f"epoch-{epoch:02d}.png"
         write_gif(self.directory / "layers.gif", [self.pngs[e] for e in sorted(self.pngs)])
         self._log(trainer, frames)
+        log_frames(writers(trainer), frames, self.pngs[epoch], log_step(trainer), epoch,
+                   self.dpi, self.projector)  # fmt: skip
         weights = pl_module.combiner.weights()
         if weights is not None:
             self._plot_mix(pl_module, epoch, weights)
 
     def _log(self, trainer, frames: dict[str, Frame]) -> None:
         metrics = {
-            f"projection/{split}/{name.replace(' ', '_')}": float(score)
+            f"projection/{split}/{panel_tag(name)}": float(score)
             for split, frame in frames.items()
             for name, score in zip(frame.names, frame.scores, strict=True)
             if np.isfinite(score)
         }
         for logger in trainer.loggers:
-            logger.log_metrics(metrics, step=trainer.global_step)
+            logger.log_metrics(metrics, step=log_step(trainer))
 
     def _plot_mix(self, pl_module, epoch: int, weights) -> None:
         self.mix[epoch] = weights.float().cpu().tolist()

@@ -1,10 +1,13 @@
-"""Atomic file writes: an output file appears whole, or not at all."""
+"""Atomic file writes: an output file appears whole, or not at all; and file locks, so that
+processes sharing a disk build a cache file once."""
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -126,3 +129,36 @@ def writable_folder(path: str | Path, parents: bool = True) -> Path:
             folder.rmdir()  # leave nothing behind for an output that was never written
         raise NERError(f"cannot write ({exc.strerror or exc})", path=str(folder)) from None
     return folder
+
+
+# what a filesystem without locks answers (e.g. Lustre mounted without `flock`)
+NO_LOCKS = {errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL}
+_unlocked_said: set[str] = set()
+
+
+@contextmanager
+def exclusive(path: str | Path) -> Iterator[IO[bytes]]:
+    """The file `path` (made empty if absent) open for reading and writing, under an exclusive
+    lock held for the block: processes that share its filesystem, on this machine or on others
+    (NFS and the usual cluster filesystems carry `flock` locks between machines), take turns, so
+    what one builds under the lock the next finds built, never half-written. The file may be
+    a lock file only, or data of its own written in place (never replaced: the lock is on it).
+
+    Where the filesystem has no locks, the block runs unlocked, said once on stderr: outputs
+    written whole (`atomic_write`, renames) stay whole, but two processes may build one twice."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise _write_error(exc, Path(path)) from None
+    with os.fdopen(fd, "r+b") as handle:  # closing it releases the lock
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        except OSError as exc:
+            if exc.errno not in NO_LOCKS:
+                raise
+            folder = str(Path(path).parent)
+            if folder not in _unlocked_said:
+                _unlocked_said.add(folder)
+                print(f"note: {folder}: the filesystem refuses file locks; processes sharing it "
+                      "may build the same cache file twice", file=sys.stderr)  # fmt: skip
+        yield handle

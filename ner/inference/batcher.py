@@ -1,0 +1,123 @@
+"""The inference worker of `ner serve`: a LitServe `LitAPI` that tags pooled requests, and the
+loop that pools them.
+
+`PoolingLoop` blocks until a request is queued, then takes whatever else is queued, and waits
+for more only while the first request is younger than `batch_timeout`: the batch closes when it
+holds `max_batch_size` texts (not requests: one request may carry many) or at that deadline,
+whichever comes first. Under load, requests queue while the worker tags, so batches fill without
+waiting; alone, a request waits at most `batch_timeout`. The pooled texts then go through THE
+inference routine as one input (`ner.inference.api.tag_requests`): length-sorted, in batches under
+the tagger's piece budget.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Sequence
+from queue import Empty, Queue
+from typing import Any
+
+import litserve as ls
+import torch
+from litserve.loops.simple_loops import BatchedLoop
+from litserve.utils import LitAPIStatus, LoopResponseType
+
+from ner.inference.api import tag_requests
+from ner.inference.routine import Tagger
+
+WARMUP = {"items": ["Warm up on one short sentence in London ."], "word_tags": False}
+
+
+class PoolingLoop(BatchedLoop):
+    """LitServe's batched loop with our pooling rule (see the module's docstring)."""
+
+    def _next(self, queue: Queue, timeout: float) -> tuple | None:
+        """The next queued request, waiting up to `timeout` seconds (not at all if <= 0)."""
+        try:
+            item = queue.get(timeout=timeout) if timeout > 0 else queue.get_nowait()
+        except Empty:
+            return None
+        except (EOFError, ConnectionError):  # the queue's manager ended: the server is stopping
+            raise SystemExit(0) from None  # this worker ends with it, quietly
+        return item if item[1] is not None else None  # LitServe's stop sentinel: no request
+
+    def get_batch_requests(self, lit_api: ls.LitAPI, request_queue: Queue, transport: Any):
+        """(requests to tag, requests that waited past the server's timeout)."""
+        first = self._next(request_queue, 1.0)  # blocks in the queue's server, not a busy poll
+        if first is None:
+            return [], []
+        taken, texts = [first], len(first[3]["items"])
+        deadline = first[2] + lit_api.batch_timeout  # its enqueue time (a system-wide clock)
+        while texts < lit_api.max_batch_size:
+            item = self._next(request_queue, deadline - time.monotonic())
+            if item is None:
+                break
+            taken.append(item)
+            texts += len(item[3]["items"])
+        limit = lit_api.request_timeout
+        now, batch, late = time.monotonic(), [], []
+        for queue_id, uid, enqueued, payload in taken:
+            self.put_response(
+                transport, queue_id, uid, (), LitAPIStatus.START, LoopResponseType.REGULAR
+            )  # a no-op unless LitServe restarts workers; then it tells which worker has it
+            if limit not in (None, False, -1) and now - enqueued > limit:
+                late.append((queue_id, uid))
+            else:
+                batch.append((queue_id, uid, payload))
+        return batch, late
+
+
+class TaggingAPI(ls.LitAPI):
+    """Tags validated requests (`ner.inference.api.parse_request`) in pooled batches.
+
+    Args:
+        loader: a picklable callable returning the `Tagger` (LitServe builds it in each worker
+            process, which it spawns).
+        max_batch_size: texts pooled into one batch at most; also the routine's sentences a batch.
+        batch_timeout: seconds a request may wait for others to join its batch.
+        threads: torch (and ONNX Runtime) threads of the worker; None: torch's default.
+        max_pieces: padded pieces a batch (None: the routine's budget for the device).
+    """
+
+    def __init__(
+        self,
+        loader: Callable[[], Tagger],
+        max_batch_size: int = 64,
+        batch_timeout: float = 0.005,
+        threads: int | None = None,
+        max_pieces: int | None = None,
+    ):
+        super().__init__(
+            max_batch_size=max_batch_size, batch_timeout=batch_timeout, loop=PoolingLoop()
+        )
+        self.loader, self.threads, self.max_pieces = loader, threads, max_pieces
+        self.model: Tagger | None = None
+
+    def setup(self, device: str) -> None:
+        """Load the model in this worker and tag one sentence, so the first request is not slow.
+        LitServe's `device` is ignored: the loader puts the model where it belongs."""
+        # Ctrl-C reaches the whole process group; the server stops its workers itself
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        self.model = self.loader()
+        self.predict([WARMUP])
+
+    def decode_request(self, request: dict[str, Any]) -> dict[str, Any]:
+        return request  # validated by the HTTP process (ner.inference.server)
+
+    def batch(self, inputs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        return list(inputs)
+
+    def predict(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One answer a request, all tagged together."""
+        return tag_requests(
+            self.model, requests, batch_size=self.max_batch_size, max_pieces=self.max_pieces
+        )
+
+    def unbatch(self, output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return output
+
+    def encode_response(self, output: dict[str, Any]) -> dict[str, Any]:
+        return output  # the HTTP process writes the JSON
