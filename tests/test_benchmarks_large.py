@@ -35,7 +35,8 @@ def test_large_smoke(tmp_path, capsys, tiny_model_dir):
     headers, rows = parse_table(capsys.readouterr().out)
     assert headers == HEADERS
     assert [(r[0], r[1]) for r in rows] == [("1", "20"), ("2", "20"), ("1", "60"), ("2", "60")]
-    assert rows[0][5] == "-" and float(rows[1][5].replace(",", "")) > 0  # own peak; MiB print with 1,000s commas
+    # the second rank's own peak; MiB past 999 print with thousands commas
+    assert rows[0][5] == "-" and float(rows[1][5].replace(",", "")) > 0
     data = json.loads(out.read_text())
     raw = data["raw"]
     assert [raw[k]["records"] for k in ("1x20", "2x20", "1x60", "2x60")] == [20, 20, 60, 60]
