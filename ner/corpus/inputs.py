@@ -171,6 +171,26 @@ def read_conll_input(name: str, raw: Iterable[bytes]) -> PredictInput:
     return PredictInput(name, "conll", passages, doc_ids, corpus)
 
 
+def iter_inputs(
+    path: str, kind: str = "auto", part: int | None = None, note: Callable[[str], None] = _stderr
+) -> Iterator[PredictInput]:
+    """The input in parts of at most `part` passages (None: one part), read lazily, so memory
+    follows the part and not the file: text in line order, each passage keeping its line number
+    (each line is a document of its own, so a cut anywhere changes nothing); CoNLL in one part
+    (writing it back needs the whole corpus). An input with no passage is a one-line error."""
+    with open_input(path, kind, note) as (name, kind, raw):
+        if kind == "conll":
+            yield read_conll_input(name, raw)
+            return
+        passages = text_passages(decode_lines(raw, name))
+        empty = True
+        while chunk := list(itertools.islice(passages, part)):
+            empty = False
+            yield PredictInput(name, "text", chunk, list(range(len(chunk))))
+        if empty:
+            raise NERError("no text to tag", path=name)
+
+
 def read_inputs(
     path: str, kind: str = "auto", note: Callable[[str], None] = _stderr
 ) -> PredictInput:

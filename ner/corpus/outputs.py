@@ -74,13 +74,26 @@ def write_predictions(
     in CoNLL keeps its columns and scheme. No passage: a one-line error, and no file."""
     check_format(fmt)
     with open_output(output) as out:
-        if fmt == "conll" and corpus is not None:
-            predictions = [tags for tags, _ in tagged]
-            write_conll(out, corpus, predictions, corpus.scheme)
-            return len(predictions)
-        if not write_passages(out, fmt, zip(passages, tagged, strict=True)):
+        written = write_predictions_to(out, passages, tagged, fmt, corpus)
+        if not written:
             raise NERError("no text to tag", path=name)
-    return 0
+    return written
+
+
+def write_predictions_to(
+    out: IO[str],
+    passages: Iterable[Passage],
+    tagged: Iterable[Tagged],
+    fmt: str,
+    corpus: Corpus | None = None,
+) -> int:
+    """`write_predictions` into an open stream (one part of a longer output); the passages
+    written."""
+    if fmt == "conll" and corpus is not None:
+        predictions = [tags for tags, _ in tagged]
+        write_conll(out, corpus, predictions, corpus.scheme)
+        return len(predictions)
+    return write_passages(out, fmt, zip(passages, tagged, strict=True))
 
 
 def write_test_outputs(

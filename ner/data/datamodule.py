@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytorch_lightning as pl
 from pytorch_lightning.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
+from ner.corpus.inputs import PredictInput
 from ner.corpus.reader import Corpus
 from ner.data import dataset as ds
 from ner.data.batching import LengthBucketSampler, ResumableLoader, collate, window_lengths
@@ -107,6 +109,11 @@ class NERDataModule(pl.LightningDataModule):
     def corpus(self, split: str) -> Corpus:
         """The `reader.Corpus` of a file split, read once."""
         return self.splits.corpus(split)
+
+    def predict_parts(self, part: int | None) -> Iterator[PredictInput]:
+        """The predict file in parts of at most `part` passages, read lazily: run one
+        `trainer.predict` a part, and setup tokenizes only the current part."""
+        return self.splits.predict_parts(part)
 
     # ---- what the model may supply -----------------------------------------------------------
     def use_model(self, model: Any) -> None:

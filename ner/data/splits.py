@@ -3,9 +3,10 @@ dataset (or a `save_to_disk` folder, or parquet), and the prediction input."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
-from ner.corpus.inputs import PredictInput, read_inputs
+from ner.corpus.inputs import PredictInput, iter_inputs, read_inputs
 from ner.corpus.reader import Corpus, check_labels, read_conll
 from ner.corpus.schemes import entity_types, label_list
 from ner.data import dataset as ds
@@ -49,6 +50,7 @@ class Splits:
         self.predict_format = predict_format
         self.corpora: dict[str, Corpus] = {}  # file split -> corpus, for writing predictions back
         self.predict_input: PredictInput | None = None
+        self._predict_part: PredictInput | None = None  # set while `predict_parts` runs
 
     def has(self, split: str) -> bool:
         """Whether `split` has data (a file, or a split of the hub dataset)."""
@@ -78,12 +80,26 @@ class Splits:
         if self.files.get(split):
             check_labels(self.corpus(split), labels)
 
+    def _predict_file(self) -> str:
+        if not self.files.get("predict"):
+            raise NERError("no predict file given", path="data.predict_file")
+        return self.files["predict"]
+
+    def predict_parts(self, part: int | None) -> Iterator[PredictInput]:
+        """The predict file in parts of at most `part` passages (`iter_inputs`); while a part
+        is current, `dataset("predict")` is that part, not the whole file."""
+        try:
+            for inp in iter_inputs(self._predict_file(), self.predict_format, part):
+                self._predict_part = inp
+                yield inp
+        finally:
+            self._predict_part = None
+
     def dataset(self, split: str, labels: list[str]):
         """The untokenized `datasets.Dataset` of a split (`ner.data.dataset` columns)."""
         if split == "predict":
-            if not self.files.get("predict"):
-                raise NERError("no predict file given", path="data.predict_file")
-            self.predict_input = inp = read_inputs(self.files["predict"], self.predict_format)
+            inp = self._predict_part or read_inputs(self._predict_file(), self.predict_format)
+            self.predict_input = inp
             words = [p.words for p in inp.passages]
             return ds.rows_to_dataset(words, None, inp.doc_ids, None, inp.name)
         if self.files.get(split):

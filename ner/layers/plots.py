@@ -17,7 +17,8 @@ from ner.utils.files import atomic_write
 WRONG = "x"  # the marker laid over words the model tags wrongly
 
 
-def _figure(width: float, height: float) -> Any:
+def new_figure(width: float, height: float) -> Any:
+    """A matplotlib Figure of `width` x `height` inches, drawn off-screen (Agg)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: never a window, also without a display
@@ -41,7 +42,7 @@ def plot_grid(rows: Mapping[str, Any], title: str) -> Any:
     """A matplotlib Figure: a row of panels a sample (`ner.layers.projection.Frame`), a panel
     each of its `names`, points coloured by gold type and crossed where the prediction is wrong."""
     cols = max(len(frame.names) for frame in rows.values())
-    fig = _figure(2.0 * cols, 2.1 * len(rows) + 0.5)
+    fig = new_figure(2.0 * cols, 2.1 * len(rows) + 0.5)
     types = sorted({entity_type(t) for f in rows.values() for t in f.gold})
     for r, (label, frame) in enumerate(rows.items()):
         for c in range(len(frame.names)):
@@ -54,7 +55,7 @@ def plot_grid(rows: Mapping[str, Any], title: str) -> Any:
 
 def plot_panel(frame: Any, panel: int, label: str, title: str) -> Any:
     """A Figure of one panel of a frame (one hidden state, or the combiner), as in the grid."""
-    fig = _figure(3.2, 3.5)
+    fig = new_figure(3.2, 3.5)
     types = sorted({entity_type(t) for t in frame.gold})
     draw_panel(fig.add_subplot(1, 1, 1), frame, panel, label, types)
     _legend(fig, types, ncol=3)
@@ -116,7 +117,7 @@ def write_gif(path: Path, pngs: Sequence[Path], duration_ms: int = 800) -> int:
 
 def plot_mix(epochs: Sequence[int], weights: np.ndarray, layers: Sequence[int]) -> Any:
     """A Figure of the scalar-mix weights `[epochs, K]` over epochs, a line a hidden state."""
-    fig = _figure(5.0, 3.0)
+    fig = new_figure(5.0, 3.0)
     ax = fig.add_subplot(1, 1, 1)
     for k, layer in enumerate(layers):
         ax.plot(epochs, weights[:, k], marker="o", markersize=3, label=f"state {layer}")
@@ -132,7 +133,7 @@ def plot_mix(epochs: Sequence[int], weights: np.ndarray, layers: Sequence[int]) 
 
 def plot_weights(weights: Sequence[float], layers: Sequence[int], title: str) -> Any:
     """A Figure of a combiner's weights `[K]` as bars, one a hidden state it reads."""
-    fig = _figure(4.0, 2.6)
+    fig = new_figure(4.0, 2.6)
     ax = fig.add_subplot(1, 1, 1)
     names = ["emb" if layer == 0 else str(layer) for layer in layers]
     ax.bar(range(len(weights)), weights, color=type_colours(["O"])["O"], edgecolor="black")

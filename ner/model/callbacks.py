@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import IO, Any
 
 import torch.distributed as dist
 from pytorch_lightning.callbacks import (
@@ -17,7 +17,7 @@ from pytorch_lightning.callbacks import (
 from pytorch_lightning.utilities import rank_zero_info
 from pytorch_lightning.utilities.model_summary import get_human_readable_count
 
-from ner.corpus.outputs import check_format, write_predictions
+from ner.corpus.outputs import check_format, open_output, write_predictions, write_predictions_to
 from ner.corpus.reader import subset
 from ner.data.encoders import depth
 
@@ -56,13 +56,29 @@ def use_stderr_progress_bar(trainer) -> None:
 
 
 class PredictionFileWriter(BasePredictionWriter):
-    """`ner predict --output OUT`: gathers every rank's predictions and writes them once, in
-    input order, through the writer `ner tag` uses. A run limited to some batches
+    """`ner predict --output OUT`: gathers every rank's predictions and writes them on global
+    zero, in input order, through the writer `ner tag` uses. Inside `opened()`, each predict
+    run (a part of the input) is appended to one output that appears whole at the end; outside
+    it, each run writes the output whole. A run limited to some batches
     (`--trainer.limit_predict_batches`, `fast_dev_run`) writes what it tagged and says so."""
 
     def __init__(self, datamodule, output: str | None, fmt: str = "jsonl"):
         super().__init__(write_interval="epoch")
         self.datamodule, self.output, self.fmt = datamodule, output, check_format(fmt)
+        self.sink: IO[str] | None = None
+        self._stack: contextlib.ExitStack | None = None
+
+    @contextlib.contextmanager
+    def opened(self) -> Iterator[None]:
+        """Append every predict run inside the block to one output, opened by the first write
+        (only then is it known which rank is global zero) and renamed into place when the block
+        ends without error."""
+        with contextlib.ExitStack() as stack:
+            self._stack = stack
+            try:
+                yield
+            finally:
+                self._stack, self.sink = None, None
 
     def write_on_epoch_end(self, trainer, pl_module, predictions, batch_indices) -> None:
         rows = [row for batch in predictions for row in batch]
@@ -85,7 +101,12 @@ class PredictionFileWriter(BasePredictionWriter):
             passages = [passages[i] for i in done]
             corpus = None if corpus is None else subset(corpus, done)
         tagged = [by_id[i] for i in done]
-        write_predictions(passages, tagged, self.fmt, self.output, corpus, inp.name)
+        if self._stack is None:
+            write_predictions(passages, tagged, self.fmt, self.output, corpus, inp.name)
+            return
+        if self.sink is None:
+            self.sink = self._stack.enter_context(open_output(self.output))
+        write_predictions_to(self.sink, passages, tagged, self.fmt, corpus)
 
 
 def layers_shown(encoder) -> str:
