@@ -23,6 +23,7 @@ from ner.cli.main import summary, usage
 from ner.cli.reports import TEST_FORMATS, fit_line, shown, test_report
 from ner.cli.runs import apply_run_name, loggers
 from ner.data.datamodule import NERDataModule
+from ner.inference.routine import CHUNK_SIZE
 from ner.layers.tensorboard import TensorBoardExtras
 from ner.model.callbacks import PredictionFileWriter, use_stderr_progress_bar
 from ner.model.checkpoint import (
@@ -41,8 +42,8 @@ from ner.utils.precision import auto_precision
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
 CKPT_SUBCOMMANDS = ("validate", "test", "predict")
 # Lines `ner predict` reads, tokenizes and tags at a time: memory follows this, not the input.
-# Large enough that each part's fixed cost (a predict loop, a DDP gather) is small.
-PREDICT_PART = 16_384
+# `ner tag`'s chunks, so that both form the same batches and write byte-identical files.
+PREDICT_PART = CHUNK_SIZE
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 

@@ -42,6 +42,10 @@ class Tagger(Protocol):
     def eval(self) -> Any: ...
 
 
+# Sentences aligned and tagged at a time: memory follows this, not the input's length.
+CHUNK_SIZE = 4096
+
+
 def decode_batch(model: Tagger, batch: dict[str, Tensor]) -> list[Tagged]:
     """(IOB2 tags, per-word scores) for each sentence of a collated batch, in batch order."""
     emissions = model(batch).float()  # [batch, words, labels]
@@ -84,7 +88,7 @@ def map_batches(
     settings: WindowSettings | None = None,
     batch_size: int = 64,
     max_pieces: int | None = None,
-    chunk_size: int = 4096,
+    chunk_size: int = CHUNK_SIZE,
     bf16: bool | None = None,
 ) -> Iterator[T]:
     """`fn(batch)` (one result a batch row) over every sentence, yielded in input order.
