@@ -179,8 +179,8 @@ def main(argv: list[str] | None = None) -> None:
             f"{d['max_score_diff']:.1e}"
             for count, d in agreement.items()
         )
-        + " (each process sums in fp32 on its own thread count, so scores differ in the last"
-        " digits and a near-tie can flip)"
+        + " (each process sums in fp32, or bf16 where autocast runs, on its own thread count, so"
+        " scores differ in the last digits and a near-tie can flip)"
         if agreement
         else f"{args.processes[0]} process(es) only",
         f"input: generated lines, 4-20 words from {len(words):,} words (seed {args.seed}); "
