@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import markdown_table  # noqa: E402 (the repository root goes first)
 from ner.layers.plots import new_figure, save_figure  # noqa: E402
+from ner.utils.files import atomic_write  # noqa: E402
 
 SIDES = {"torch bf16": "ours, bf16 autocast", "onnx int8": "ours, onnx int8"}
 HF = "HF pipeline, fp32"
@@ -97,7 +98,8 @@ def replace_block(path: Path, text: str) -> None:
     if START not in doc or END not in doc:
         raise SystemExit(f"{path}: no {START} ... {END} block")
     head, rest = doc.split(START, 1)
-    path.write_text(f"{head}{START}\n{text}\n{END}{rest.split(END, 1)[1]}", encoding="utf-8")
+    with atomic_write(path) as out:
+        out.write(f"{head}{START}\n{text}\n{END}{rest.split(END, 1)[1]}")
 
 
 def main(argv: list[str] | None = None) -> None:

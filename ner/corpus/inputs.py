@@ -16,7 +16,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -195,10 +195,5 @@ def read_inputs(
     path: str, kind: str = "auto", note: Callable[[str], None] = _stderr
 ) -> PredictInput:
     """A whole prediction input (`-` for stdin): text (a passage and a document a line) or CoNLL."""
-    with open_input(path, kind, note) as (name, kind, raw):
-        if kind == "conll":
-            return read_conll_input(name, raw)
-        passages = list(text_passages(decode_lines(raw, name)))
-    if not passages:
-        raise NERError("no text to tag", path=name)
-    return PredictInput(name, "text", passages, list(range(len(passages))))
+    with closing(iter_inputs(path, kind, None, note)) as parts:
+        return next(parts)
