@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytorch_lightning as pl
+import torch
 from datasets import ClassLabel, Dataset, Features, List, Value
 
 from ner.cli.main import main
@@ -273,3 +274,28 @@ def align_sentences(
     rows = align_rows(tokenizer, tokens, doc_ids, settings)
     aligned = map(Aligned, rows["input_ids"], rows["piece_word"], rows["num_pieces"])
     return [[next(aligned) for _ in doc] for doc in documents], sum(rows["zero_piece_words"])
+
+
+def tiny_tagger_batch(model_dir, seed: int = 0, crf: bool = True) -> tuple[NERTagger, dict]:
+    """An untrained tagger (its new layers drawn with `seed`) with every part that holds linear
+    layers (a CRF head unless `crf=False`, casing and character features) on `model_dir`, in
+    eval mode, and a collated batch of three sentences."""
+    from ner.inference.routine import map_batches
+    from ner.modules.word_features import WordFeatures
+
+    torch.manual_seed(seed)
+    model = NERTagger(
+        encoder=str(model_dir),
+        labels=LABELS,
+        head=LinearHead(crf=crf),
+        word_features=WordFeatures(casing_dim=4, char_dim=8, char_filters=6),
+    ).eval()
+    batches: list[dict] = []
+
+    def keep(batch: dict) -> list[None]:
+        batches.append(batch)
+        return [None] * len(batch["sent_id"])
+
+    words = [["Anna", "lives", "in", "Paris", "."], ["U.S.", "troops"], ["ok"]]
+    list(map_batches(model, keep, words, bf16=False))
+    return model, batches[0]

@@ -13,7 +13,7 @@ import pytest
 from helpers import build_tiny_bert
 from seqeval.metrics import f1_score
 
-from benchmarks import encoder, frozen, predict, stream, train
+from benchmarks import encoder, epoch, frozen, predict, stream, train
 from benchmarks.common import parse_table
 from ner.corpus.reader import read_conll
 
@@ -28,10 +28,12 @@ def tiny_encoder(tmp_path_factory) -> str:
     return str(build_tiny_bert(directory, 2, max_positions=512, model_max_length=512))
 
 
-def run_smoke(module, capsys, tmp_path, encoder, labels: list[str], headers: list[str]) -> dict:
+def run_smoke(
+    module, capsys, tmp_path, encoder, labels: list[str], headers: list[str], extra=()
+) -> dict:
     """Run `module` with --smoke; check the table's first column and that numbers are > 0."""
     out = tmp_path / "figures.json"
-    module.main(["--smoke", "--json", str(out), "--encoder", encoder])
+    module.main(["--smoke", "--json", str(out), "--encoder", encoder, *extra])
     table_headers, rows = parse_table(capsys.readouterr().out)
     assert table_headers == headers
     assert [row[0] for row in rows] == labels
@@ -45,20 +47,42 @@ def run_smoke(module, capsys, tmp_path, encoder, labels: list[str], headers: lis
 
 
 def test_train_smoke(tiny_encoder, conll_dir, capsys, tmp_path):
-    headers = ["recipe", "steps", "real pieces", "real/padded", "seconds", "pieces/s", "vs HF"]
-    labels = ["ours, bf16 autocast", "ours, fp32", "HF Trainer, fp32"]
+    headers = ["recipe", "steps", "real pieces", "real/padded", "seconds", "pieces/s"]
+    headers += ["vs HF Trainer, fp32", "vs HF Trainer, bf16"]
+    labels = ["ours, bf16 autocast", "ours, fp32", "HF Trainer, fp32", "HF Trainer, bf16"]
     data = run_smoke(train, capsys, tmp_path, tiny_encoder, labels, headers)
-    assert data["rows"][-1]["vs HF"] == pytest.approx(1.0)
+    hf32, hf16 = data["rows"][2], data["rows"][3]
+    assert hf32["vs HF Trainer, fp32"] == pytest.approx(1.0)
+    assert hf16["vs HF Trainer, bf16"] == pytest.approx(1.0)
+    # the ratio columns are the pieces/s quotients
+    ratio = hf16["pieces/s"] / hf32["pieces/s"]
+    assert hf16["vs HF Trainer, fp32"] == pytest.approx(ratio, rel=1e-3)
     # both recipes train on the same sentences: ours' fp32 run sees every one of them
-    assert data["rows"][1]["steps"] == 1 and data["rows"][2]["steps"] == 2
+    assert data["rows"][1]["steps"] == 1 and hf32["steps"] == 2 and hf16["steps"] == 2
 
 
 def test_predict_smoke(tiny_encoder, conll_dir, capsys, tmp_path):
-    headers = ["side", "sentences", "seconds", "sentences/s", "vs HF", "peak RSS MiB", "vs HF RSS"]
+    headers = ["side", "sentences", "seconds", "sentences/s", "vs HF", "2nd pass sentences/s"]
+    headers += ["2nd pass vs HF", "peak RSS MiB", "vs HF RSS"]
     data = run_smoke(predict, capsys, tmp_path, tiny_encoder, list(predict.SIDES), headers)
     assert [r["sentences"] for r in data["rows"]] == [8] * len(predict.SIDES)
     entities = {r["side"]: r["entities"] for r in data["raw"]}
     assert entities["ours, onnx fp32"] == entities["ours, fp32"]  # the same tags, another engine
+
+
+def test_predict_documents_smoke(tiny_encoder, conll_dir, capsys, tmp_path):
+    """eng.testb as documents: ours tags word lists with their document ids and context."""
+    headers = ["side", "sentences", "seconds", "sentences/s", "vs HF", "2nd pass sentences/s"]
+    headers += ["2nd pass vs HF", "peak RSS MiB", "vs HF RSS"]
+    extra = ["--documents", "--context", "8"]
+    data = run_smoke(predict, capsys, tmp_path, tiny_encoder, list(predict.SIDES), headers, extra)
+    assert [r["sentences"] for r in data["rows"]] == [8] * len(predict.SIDES)
+    assert any("as CoNLL documents (1 documents; ours with 8 context" in n for n in data["notes"])
+    texts, doc_ids = predict.inputs(True, 8)
+    assert (
+        doc_ids == [0] * 8
+        and texts[0] == read_conll(str(conll_dir / "eng.testb")).sentences[0].words
+    )
 
 
 def test_encoder_smoke(tiny_encoder, capsys, tmp_path):
@@ -118,3 +142,20 @@ def test_hf_recipe_smoke(tiny_encoder, tmp_path, conll_dir):
         for kind in ("LOC", "MISC", "ORG", "PER"):
             entities = sum(t == f"B-{kind}" for tags in gold for t in tags)
             assert scores[f"support_{kind}"] == entities
+
+
+def test_epoch_smoke(tiny_encoder, conll_dir, capsys, tmp_path):
+    headers = ["recipe", "precision", "steps", "words", "pieces computed", "seconds"]
+    headers += ["sentences/s", "vs HF Trainer, fp32", "vs HF Trainer, bf16"]
+    labels = ["ours, default (context 32)", "ours, no context", "ours, packed (experiment packed)"]
+    labels += ["HF Trainer, fp32", "HF Trainer, bf16"]
+    data = run_smoke(epoch, capsys, tmp_path, tiny_encoder, labels, headers)
+    rows = {r["recipe"]: r for r in data["rows"]}
+    # every side trains one epoch on the same words: the first whole documents past 40 sentences
+    assert len({r["words"] for r in rows.values()}) == 1
+    assert any("eng.train sentences (whole documents)" in note for note in data["notes"])
+    # document context makes ours compute more pieces for the same sentences
+    ctx, flat = rows["ours, default (context 32)"], rows["ours, no context"]
+    assert ctx["pieces computed"] > rows["ours, packed (experiment packed)"]["pieces computed"]
+    assert ctx["pieces computed"] > flat["pieces computed"]
+    assert rows["HF Trainer, fp32"]["vs HF Trainer, fp32"] == pytest.approx(1.0)

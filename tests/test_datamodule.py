@@ -275,3 +275,20 @@ def test_lightning_sets_the_epoch_and_predicts_everything(corpus_dir, tiny_model
     predicted = trainer.predict(model, datamodule=data)
     assert sorted(i for batch in predicted for i in batch) == list(range(15))
     assert data.predict_input.corpus.path.endswith("eng.testb")
+
+
+def test_data_module_packs_training_only(corpus_dir, tiny_model_dir, tmp_path):
+    plain = make(corpus_dir, tiny_model_dir, tmp_path / "a", context_pieces=4)
+    packed = make(corpus_dir, tiny_model_dir, tmp_path / "b", context_pieces=4, pack_words=40)
+    plain.setup("fit")
+    packed.setup("fit")
+    train, packs = plain.datasets["train"], packed.datasets["train"]
+    assert len(packs) < len(train)
+    assert sum(packs["tokens"], []) == sum(train["tokens"], [])
+    assert sum(packs["ner_tags"], []) == sum(train["ner_tags"], [])
+    # a pack stays within the cap, unless it is one sentence longer than the cap
+    assert all(len(t) <= 40 or t in train["tokens"] for t in packs["tokens"])
+    assert packed.datasets["val"]["tokens"] == plain.datasets["val"]["tokens"]  # not packed
+    # fewer pieces to encode for the same words: context only at each pack's two ends
+    pieces = [sum(len(w) for ws in d["input_ids"] for w in ws) for d in (train, packs)]
+    assert pieces[1] < pieces[0]

@@ -9,8 +9,9 @@ import torch
 from helpers import Logged, frozen_tagger, make_data
 
 from ner.data.batching import move_batch
-from ner.data.feature_batches import FeatureBatches, expand, ragged
+from ner.data.feature_batches import FeatureBatches, expand
 from ner.data.feature_cache import FeatureCache
+from ner.data.word_inputs import ragged
 from ner.modules.combiners import ScalarMix
 from ner.modules.word_features import WordFeatures
 
@@ -140,3 +141,26 @@ def test_move_batch_moves_flat_batches_and_leaves_others_to_lightning():
     assert moved["a"] is batch["a"] and moved["feature_layers"] == (0, 3)
     nested = {"a": [torch.ones(2)]}
     assert torch.equal(move_batch(nested, torch.device("cpu"))["a"][0], torch.ones(2))
+
+
+def test_word_table_matches_the_per_word_definitions():
+    """`WordTable` (vectorised, once per distinct word) against `shape_ids`/`byte_ids` word by
+    word: empty words, multi-byte and unpaired-surrogate text, words past MAX_BYTES, repeats."""
+    from ner.corpus.shapes import MAX_BYTES, byte_ids, shape_ids
+    from ner.data.word_inputs import WordTable, batch_word_inputs
+
+    words = ["Paris", "", "é\u200b", "x" * (MAX_BYTES + 5), "\ud800", "Paris", "1,000", "—"]
+    table = WordTable(words, ("word_shape", "word_chars"))
+    assert table.shapes.tolist() == shape_ids(words)
+    for i, word in enumerate(words):
+        ids = byte_ids(word)
+        assert table.char_len[i] == len(ids)
+        assert table.chars[i].tolist() == ids + [0] * (MAX_BYTES - len(ids))
+    batch = batch_word_inputs([words[:3], words[3:]], 6, ("word_shape", "word_chars"))
+    assert batch["word_shape"].tolist() == [
+        shape_ids(words[:3]) + [0] * 3,
+        shape_ids(words[3:]) + [0],
+    ]
+    assert batch["word_chars"].shape == (2, 6, MAX_BYTES)  # the longest word's ids
+    assert batch["word_chars"][0, 1].tolist() == [0] * MAX_BYTES  # "" is all padding
+    assert batch["word_chars"][1, 1, 0].item() == byte_ids("\ud800")[0]

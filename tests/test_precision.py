@@ -68,3 +68,42 @@ def test_a_device_that_is_not_there_is_a_one_line_error(monkeypatch):
     with pytest.raises(NERError, match="no cuda:1 here \\(1 CUDA GPUs visible\\)"):
         precision.resolve_device("cuda:1")
     assert precision.resolve_device("cpu") == torch.device("cpu")
+
+
+def test_linears_held_in_bf16_give_autocast_results_bit_for_bit(tiny_model_dir):
+    """Holding the linear weights in bf16 only saves autocast's per-call cast: the emissions
+    under bf16 autocast are identical, and afterwards the model has its fp32 tensors back (the
+    same storage: nothing an optimizer holds has moved)."""
+    from helpers import tiny_tagger_batch
+
+    model, batch = tiny_tagger_batch(tiny_model_dir)
+    before = {name: p.data_ptr() for name, p in model.named_parameters()}
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = model(batch)
+        with precision.linears_in_bf16(model):
+            held = {p.dtype for m in model.modules() if isinstance(m, torch.nn.Linear)
+                    for p in m.parameters()}  # fmt: skip
+            with precision.linears_in_bf16(model):  # re-entrant: the inner exit restores nothing
+                pass
+            assert model.encoder.encoder.layer[0].output.dense.weight.dtype == torch.bfloat16
+            got = model(batch)
+    assert held == {torch.bfloat16}
+    assert torch.equal(got, expected)
+    assert all(p.data_ptr() == before[name] for name, p in model.named_parameters())
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+
+
+def test_linears_are_restored_when_inference_fails(tiny_model_dir):
+    from helpers import tiny_tagger_batch
+
+    model, _ = tiny_tagger_batch(tiny_model_dir)
+    with pytest.raises(RuntimeError, match="boom"), precision.linears_in_bf16(model):
+        raise RuntimeError("boom")
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+
+
+def test_cpu_piece_budget_is_larger_in_bf16():
+    from ner.data.batching import CPU_BF16_PIECES, CPU_PIECES, piece_budget
+
+    assert piece_budget("cpu") == CPU_PIECES and piece_budget("cpu", bf16=True) == CPU_BF16_PIECES
+    assert piece_budget("cuda", bf16=True) == piece_budget("cuda") > CPU_BF16_PIECES

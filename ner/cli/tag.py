@@ -12,8 +12,10 @@ from ner.cli.main import summary
 from ner.corpus.inputs import KINDS, decode_lines, open_input, read_conll_input, text_passages
 from ner.corpus.outputs import FORMATS, write_predictions
 from ner.inference.backends import BACKENDS, ExportedTagger, is_export
+from ner.inference.ensemble import Ensemble
 from ner.inference.routine import Tagged, Tagger, iter_tags
 from ner.model.tagger import load_tagger
+from ner.utils.errors import NERError
 from ner.utils.precision import resolve_device
 
 
@@ -34,17 +36,26 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto (a GPU if there is one), cpu, cuda:N")
     p.add_argument("--backend", choices=BACKENDS, default="torch", help="onnx: ONNX Runtime (CPU)")
     p.add_argument("--quantize", choices=("int8",), default=None, help="int8 linear layers")
+    p.add_argument(
+        "--ensemble", nargs="+", default=[], metavar="CKPT",
+        help="more checkpoints of the same recipe (e.g. other seeds): their tag probabilities are"
+        " averaged with the first one's (torch backend)",
+    )  # fmt: skip
     return p
 
 
 def load_model(args: argparse.Namespace) -> Tagger:
     """The model to tag with: a checkpoint on its device and backend, or an export folder."""
+    if args.ensemble and (is_export(args.checkpoint) or args.backend != "torch" or args.quantize):
+        raise NERError("an ensemble of checkpoints runs on the torch backend", path="--ensemble")
     if is_export(args.checkpoint):
         return ExportedTagger(args.checkpoint, args.quantize)
-    tagger = load_tagger(args.checkpoint)
     onnx_auto = args.backend == "onnx" and args.device == "auto"  # onnx runs on the CPU
     device = resolve_device("cpu" if onnx_auto else args.device)
-    return tagger.to(device).accelerate(args.backend, args.quantize)
+    if args.ensemble:
+        paths = [args.checkpoint, *args.ensemble]
+        return Ensemble([load_tagger(p) for p in paths], paths).to(device)
+    return load_tagger(args.checkpoint).to(device).accelerate(args.backend, args.quantize)
 
 
 def _progress(tagged: Iterable[Tagged]) -> Iterable[Tagged]:

@@ -5,6 +5,7 @@ features give the case back (`ner.modules.word_features`). No torch here."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 # Reimers & Gurevych (2017)'s casing classes, padding first (id 0)
 SHAPES = (
@@ -44,9 +45,15 @@ def word_shape(word: str) -> str:
     return "other"  # scripts without case
 
 
+@lru_cache(maxsize=1 << 17)
+def shape_id(word: str) -> int:
+    """`SHAPE_ID` of the word's shape, remembered: text repeats its words."""
+    return SHAPE_ID[word_shape(word)]
+
+
 def shape_ids(words: list[str]) -> list[int]:
     """`SHAPE_ID` of each word."""
-    return [SHAPE_ID[word_shape(w)] for w in words]
+    return list(map(shape_id, words))
 
 
 def byte_ids(word: str, limit: int = MAX_BYTES) -> list[int]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -13,7 +13,7 @@ from lightning_fabric.utilities.apply_func import move_data_to_device
 from torch import Tensor
 from torch.utils.data import DataLoader, Sampler
 
-from ner.corpus.shapes import byte_ids, shape_ids
+from ner.data.word_inputs import batch_word_inputs
 
 
 def collate(
@@ -48,8 +48,8 @@ def collate(
         "word_mask": torch.tensor(word_mask, dtype=torch.bool).view(len(rows), num_words),
         "sent_id": torch.tensor([r.get("sent_id", b) for b, r in enumerate(rows)]),  # [B]
     }
-    for name in word_inputs:
-        batch[name] = WORD_INPUTS[name]([r["tokens"] for r in rows], num_words)
+    if word_inputs:
+        batch.update(batch_word_inputs([r["tokens"] for r in rows], num_words, word_inputs))
     return batch
 
 
@@ -70,38 +70,18 @@ def move_batch(batch: Any, device: torch.device) -> Any:
     }
 
 
-def _word_shapes(tokens: list[list[str]], num_words: int) -> Tensor:
-    shapes = torch.zeros(len(tokens), num_words, dtype=torch.long)  # [B, W], 0 pads
-    for b, words in enumerate(tokens):
-        shapes[b, : len(words)] = torch.tensor(shape_ids(words), dtype=torch.long)
-    return shapes
+# Padded pieces a batch at inference and when a frozen encoder fills the feature cache: in fp32,
+# small batches stay in a CPU's caches and run as fast as large ones; bf16 matrix units (AMX)
+# run faster on taller matrices; a GPU wants large ones. (NOTES.md, "Performance".)
+CPU_PIECES, CPU_BF16_PIECES, GPU_PIECES = 1024, 2048, 8192
 
 
-def _word_chars(tokens: list[list[str]], num_words: int) -> Tensor:
-    ids = [[byte_ids(w) for w in words] for words in tokens]
-    longest = max((len(w) for words in ids for w in words), default=1)
-    chars = torch.zeros(len(tokens), num_words, longest, dtype=torch.long)  # [B, W, bytes]
-    for b, words in enumerate(ids):
-        for w, word in enumerate(words):
-            chars[b, w, : len(word)] = torch.tensor(word, dtype=torch.long)
-    return chars
-
-
-# per-word inputs a model's word features may ask for (`WordFeatures.inputs`)
-WORD_INPUTS: dict[str, Callable[[list[list[str]], int], Tensor]] = {
-    "word_shape": _word_shapes,  # [B, W] casing class ids (ner.corpus.shapes.SHAPES)
-    "word_chars": _word_chars,  # [B, W, bytes] UTF-8 byte ids + 1, 0 pads
-}
-
-
-# Padded pieces a batch at inference and when a frozen encoder fills the feature cache: small
-# batches stay in a CPU's caches and run faster than large ones; a GPU wants large ones.
-CPU_PIECES, GPU_PIECES = 1024, 8192
-
-
-def piece_budget(device: torch.device | str) -> int:
-    """The default padded pieces a batch for a forward pass without gradients on `device`."""
-    return CPU_PIECES if torch.device(device).type == "cpu" else GPU_PIECES
+def piece_budget(device: torch.device | str, bf16: bool = False) -> int:
+    """The default padded pieces a batch for a forward pass without gradients on `device`
+    (`bf16`: under bf16 autocast)."""
+    if torch.device(device).type != "cpu":
+        return GPU_PIECES
+    return CPU_BF16_PIECES if bf16 else CPU_PIECES
 
 
 def batches_by_length(

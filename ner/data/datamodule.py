@@ -21,6 +21,7 @@ from ner.data import dataset as ds
 from ner.data.batching import LengthBucketSampler, ResumableLoader, collate, window_lengths
 from ner.data.encoders import encoder_config, load_tokenizer
 from ner.data.feature_batches import FeatureBatches, ready
+from ner.data.packing import pack_dataset
 from ner.data.splits import SPLIT_FILES, Splits, find_split_file
 from ner.data.windows import WindowSettings, default_windows
 from ner.utils.errors import NERError
@@ -48,6 +49,7 @@ class NERDataModule(pl.LightningDataModule):
         max_length: int | None = None,
         stride: int | None = None,
         context_pieces: int | None = None,
+        pack_words: int = 0,
         batch_size: int = 32,
         max_pieces: int | None = None,
         num_workers: int = 0,
@@ -67,7 +69,8 @@ class NERDataModule(pl.LightningDataModule):
         max_length: pieces a window, specials included (None: the checkpoint's, else the rule).
         stride: pieces between window starts of a sentence longer than a window (None: half).
         context_pieces: pieces of the document's other sentences a side (None: ckpt's, else 0).
-        batch_size: sentences per batch.
+        pack_words: train on packs of a document's sentences of up to N words (0: off).
+        batch_size: sentences (training packs, with pack_words) per batch.
         max_pieces: padded pieces (windows x longest) per batch, instead of batch_size.
         num_workers: DataLoader workers.
         seed: seed of the training batch order (linked from `seed_everything`).
@@ -79,21 +82,19 @@ class NERDataModule(pl.LightningDataModule):
         super().__init__()
         self.tokenizer_name = tokenizer
         self.max_length, self.stride, self.context_pieces = max_length, stride, context_pieces
-        self.batch_size, self.max_pieces = batch_size, max_pieces
+        self.batch_size, self.max_pieces, self.pack_words = batch_size, max_pieces, pack_words
         self.num_workers, self.seed = num_workers, seed
         self.cache_dir, self.hub_name = cache_dir, hub_name
         given = {"train": train_file, "val": val_file, "test": test_file}
         files = {s: given[s] or find_split_file(data_dir, s) for s in SPLIT_FILES}
         files["predict"] = predict_file
         self.splits = Splits(files, hub_name, scheme, tag_column, cache_dir, predict_format)
-        self.datasets: dict[str, Any] = {}  # split -> tokenized datasets.Dataset
+        self.datasets, self._feature_stores = {}, {}  # split -> aligned Dataset / FeatureStore
         self.zero_piece_words: dict[str, int] = {}
         self.feature_cache = None  # a FeatureCache, set by a tagger with a frozen encoder
-        self._feature_stores: dict[str, Any] = {}
         self._labels: list[str] | None = list(labels) if labels else None
-        self._tokenizer = None
         self.word_inputs: tuple[str, ...] = ()  # per-word inputs the model's features read
-        self._settings = self._model_settings = None  # WindowSettings, resolved / the model's
+        self._tokenizer = self._settings = self._model_settings = None  # see their properties
         self._scratch: str | None = None  # temporary feature folder when no cache_dir is set
 
     @property
@@ -200,7 +201,10 @@ class NERDataModule(pl.LightningDataModule):
         for split in splits:
             if split not in self.datasets or split == "predict":
                 labels = None if split == "predict" else self.labels
-                self._tokenize(split, self.splits.dataset(split, labels))
+                data = self.splits.dataset(split, labels)
+                if split == "train" and self.pack_words > 0:
+                    data = pack_dataset(data, self.pack_words)
+                self._tokenize(split, data)
 
     def sentences(self, split: str) -> list[tuple[list[str], list[str]]]:
         """(words, gold IOB2 tags) of each sentence of a split set up, in `sent_id` order."""

@@ -14,7 +14,6 @@ and DDP sharding are those of the computed path, and the batch equals `collate`'
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -22,15 +21,7 @@ import pyarrow.compute as pc
 import torch
 from torch.utils.data import Dataset
 
-from ner.corpus.shapes import MAX_BYTES, byte_ids, shape_ids
-
-
-def ragged(starts: np.ndarray, lengths: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Runs `starts[i] .. starts[i] + lengths[i]` padded to `width`: positions `[n, width]`
-    (padding points at 0, a valid index of any non-empty array) and where they are real."""
-    column = np.arange(width)
-    valid = column < lengths[:, None]  # [n, width]
-    return np.where(valid, starts[:, None] + column, 0), valid
+from ner.data.word_inputs import WordTable, ragged
 
 
 def expand(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -56,7 +47,7 @@ class FeatureBatches(Dataset):
     """A tokenized split (`ner.data.dataset.tokenize_dataset`) with its
     `feature_cache.FeatureStore`, indexed by whole batches: `__getitems__(sentence indices)` is
     the finished batch, so the loader's `collate_fn` is `ready`. `word_inputs`: the per-word
-    inputs the model reads (`batching.WORD_INPUTS`), computed for the whole corpus here, once."""
+    inputs the model reads (`word_inputs.WORD_INPUTS`), computed for the whole corpus here, once."""
 
     def __init__(self, dataset, store, word_inputs: Sequence[str] = ()):
         table = dataset.with_format("arrow")
@@ -70,25 +61,9 @@ class FeatureBatches(Dataset):
         rows = len(self.word_start) - 1
         self.sent_id = _flat(table["sent_id"], 0) if "sent_id" in names else np.arange(rows)
         self.word_inputs = tuple(word_inputs)
-        unknown = set(self.word_inputs) - {"word_shape", "word_chars"}
-        if unknown:  # a new `batching.WORD_INPUTS` entry needs its table here too
-            raise ValueError(f"no stored-batch table for word inputs {sorted(unknown)}")
-        if self.word_inputs:
-            self._word_tables(pc.list_flatten(table["tokens"]).to_pylist())
-
-    def _word_tables(self, words: list[str]) -> None:
-        """Per word of the corpus, what `word_inputs` ask for; computed once per distinct word."""
-        distinct = {w: i for i, w in enumerate(dict.fromkeys(words))}
-        which = np.fromiter(map(distinct.__getitem__, words), np.int64, len(words))  # [words]
-        if "word_shape" in self.word_inputs:
-            self.shapes = np.asarray(shape_ids(list(distinct)), dtype=np.int64)[which]
-        if "word_chars" in self.word_inputs:
-            ids = [byte_ids(w) for w in distinct]
-            length = np.fromiter(map(len, ids), np.int64, len(ids))  # [distinct]
-            flat = np.fromiter(chain.from_iterable(ids), np.int16, int(length.sum()))
-            pos, valid = ragged(np.cumsum(length) - length, length, MAX_BYTES)
-            self.chars = np.where(valid, flat[pos], 0).astype(np.int16)[which]  # [words, bytes]
-            self.char_len = length[which]  # [words]
+        # per word of the corpus, what the model's word features read (once per distinct word)
+        words = pc.list_flatten(table["tokens"]).to_pylist() if self.word_inputs else []
+        self.words = WordTable(words, self.word_inputs)
 
     def __len__(self) -> int:
         return len(self.word_start) - 1
@@ -111,12 +86,7 @@ class FeatureBatches(Dataset):
             "word_mask": torch.from_numpy(valid),
             "sent_id": torch.from_numpy(self.sent_id[rows]),
         }
-        if "word_shape" in self.word_inputs:
-            batch["word_shape"] = torch.from_numpy(np.where(valid, self.shapes[pos], 0))
-        if "word_chars" in self.word_inputs:
-            longest = int(self.char_len[pos[valid]].max())
-            chars = np.where(valid[..., None], self.chars[pos, :longest], 0)  # [B, W, bytes]
-            batch["word_chars"] = torch.from_numpy(chars.astype(np.int64))
+        batch.update(self.words.batch(pos, valid))
         return batch
 
     def _pieces(self, rows: np.ndarray, num_words: int) -> dict[str, Any]:

@@ -184,7 +184,7 @@ class FeatureCache:
         self.encoder.eval()
         started = time.perf_counter()
         try:
-            budget = self.max_pieces or piece_budget(device)
+            budget = self.max_pieces or piece_budget(device, "bf16" in self.precision)
             batches = batches_by_length(lengths.tolist(), None, budget)
             for windows in batches:
                 input_ids, mask = padded(ids, offsets, lengths, windows, pad_id)

@@ -9,18 +9,19 @@ results come back in input order.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ner.corpus.text import entities_from_tags, words_and_offsets
 from ner.data.alignment import align_rows
 from ner.data.batching import batches_by_length, collate, piece_budget
 from ner.data.windows import WindowSettings
-from ner.utils.precision import autocast
+from ner.utils.precision import autocast, bf16_inference, linears_in_bf16
 
 T = TypeVar("T")
 Tagged = tuple[list[str], list[float]]  # IOB2 tags and per-word scores of one sentence
@@ -95,14 +96,17 @@ def map_batches(
 
     `doc_ids`: the document of each sentence (consecutive equal ids: sentences of one document,
     each other's context); None: every sentence its own document. `settings`: None: the model's.
-    `max_pieces`: padded pieces a batch (None: 1,024 on CPU, 8,192 on GPU). `bf16`: autocast in
-    bf16 (None: where the device runs it fast, see `ner.utils.precision`).
+    `max_pieces`: padded pieces a batch (None: `ner.data.batching.piece_budget`). `bf16`:
+    autocast in bf16 (None: where the device runs it fast, see `ner.utils.precision`).
     """
     settings = settings or model.window_settings
     device = next(model.parameters()).device
-    budget = max_pieces or piece_budget(device)
+    bf16 = bf16_inference(device, bf16)
+    budget = max_pieces or piece_budget(device, bf16)
     pad_id = model.tokenizer.pad_token_id or 0
     model.eval()
+    # a model that runs its own torch forward: its linear layers held in bf16 (same results)
+    own = bf16 and isinstance(model, nn.Module) and getattr(model, "runtime", None) is None
     for chunk, chunk_ids in _chunks(sentences, doc_ids, chunk_size):
         aligned = align_rows(model.tokenizer, chunk, chunk_ids, settings)
         rows = [
@@ -120,7 +124,8 @@ def map_batches(
         lengths = [max(len(w) for w in ids) for ids in aligned["input_ids"]]
         windows = [len(ids) for ids in aligned["input_ids"]]
         results: list[Any] = [None] * len(rows)
-        with torch.inference_mode(), autocast(device, bf16):
+        held = linears_in_bf16(model) if own else contextlib.nullcontext()
+        with torch.inference_mode(), autocast(device, bf16), held:
             for indices in batches_by_length(lengths, batch_size, budget, windows):
                 batch = collate([rows[i] for i in indices], pad_id, model.word_inputs)
                 batch = {k: v.to(device) for k, v in batch.items()}

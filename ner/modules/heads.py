@@ -72,13 +72,21 @@ class TaggingHead(nn.Module):
         )
         return losses / count
 
+    def probabilities(self, emissions: Tensor, word_mask: Tensor) -> Tensor:
+        """Each word's distribution over tags `[B, W, C]`: the CRF marginals (constrained
+        forward-backward, 0 on padding), or the softmax of the emissions."""
+        emissions = emissions.float()
+        if self.crf_layer is not None:
+            return self.crf_layer.marginals(emissions, word_mask.bool())
+        return emissions.softmax(-1)
+
     def decode(self, emissions: Tensor, word_mask: Tensor) -> tuple[Tensor, Tensor]:
         """Valid IOB2 tags `[B, W]` (0 on padding) and the probability of each `[B, W]`."""
         emissions = emissions.float()
         mask = word_mask.bool()
         if self.crf_layer is not None:
             tags, _ = self.crf_layer.decode(emissions, mask)
-            probs = self.crf_layer.marginals(emissions, mask)
+            probs = self.probabilities(emissions, mask)
         else:
             # Constrained argmax: forbidden moves cost -inf, allowed ones nothing.
             log_probs = emissions.log_softmax(-1)

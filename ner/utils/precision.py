@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from ner.utils.errors import NERError
 
@@ -44,12 +48,55 @@ def auto_precision(accelerator: str = "auto") -> str:
     return "bf16-mixed" if cpu_has_fast_bf16() else "32-true"
 
 
+def bf16_inference(device: torch.device | str, enabled: bool | None = None) -> bool:
+    """Whether inference on `device` runs in bf16 autocast: `enabled`, or (None) where fast."""
+    if enabled is not None:
+        return enabled
+    device_type = torch.device(device).type
+    return auto_precision("gpu" if device_type == "cuda" else "cpu") == "bf16-mixed"
+
+
 def autocast(device: torch.device | str, enabled: bool | None = None):
     """`torch.autocast` in bf16 for inference on `device`; `enabled=None` decides automatically."""
-    device_type = torch.device(device).type
-    if enabled is None:
-        enabled = auto_precision("gpu" if device_type == "cuda" else "cpu") == "bf16-mixed"
-    return torch.autocast(device_type, dtype=torch.bfloat16, enabled=enabled)
+    enabled = bf16_inference(device, enabled)
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=enabled)
+
+
+_held = threading.Lock()
+_holders: dict[int, tuple[int, list]] = {}  # id(model) -> (entrants, the fp32 tensors held)
+
+
+@contextmanager
+def linears_in_bf16(model: nn.Module) -> Iterator[None]:
+    """Hold `model`'s `nn.Linear` weights and biases in bf16 while inside, for inference under
+    bf16 autocast. Autocast casts them to exactly these values at every call anyway (so results
+    are bit for bit the same), but under `torch.inference_mode` it does not cache the cast, so
+    each batch re-reads and rounds every weight. Re-entrant and thread-safe: the first entrant
+    casts, the last one out puts the fp32 tensors (the same storage) back."""
+    key = id(model)
+    with _held:
+        entrants, saved = _holders.get(key, (0, []))
+        if entrants == 0:
+            saved = [
+                (module, name, tensor.data)
+                for module in model.modules()
+                if isinstance(module, nn.Linear)
+                for name, tensor in module.named_parameters(recurse=False)
+                if tensor.dtype == torch.float32
+            ]
+            for module, name, data in saved:
+                getattr(module, name).data = data.to(torch.bfloat16)
+        _holders[key] = (entrants + 1, saved)
+    try:
+        yield
+    finally:
+        with _held:
+            entrants, saved = _holders.pop(key)
+            if entrants > 1:
+                _holders[key] = (entrants - 1, saved)
+            else:
+                for module, name, data in saved:
+                    getattr(module, name).data = data
 
 
 def resolve_device(name: str = "auto") -> torch.device:

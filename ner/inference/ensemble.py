@@ -1,0 +1,66 @@
+"""Several taggers of one recipe tagging as one: their per-word tag distributions averaged.
+
+The members (e.g. the seeds of `ner seeds`) must share the tokenizer, the window settings and
+the labels, so one alignment and one batch serve them all. Each member's distribution is its
+own head's (`TaggingHead.probabilities`: CRF marginals or the softmax); the mean is decoded with
+the IOB2 constraints (constrained Viterbi over its logarithm), so the ensemble's tags are valid
+IOB2 and its scores are the averaged probability of each chosen tag. It plugs into the one
+inference routine (`ner.inference.routine`) as any tagger does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from ner.data.dataset import tokenizer_fingerprint
+from ner.inference.routine import predict_entities
+from ner.modules.heads import LinearHead
+from ner.utils.errors import NERError
+
+
+class Ensemble(nn.Module):
+    """`members` (taggers with the same tokenizer, windows and labels) as one tagger.
+
+    Args:
+        members: the taggers, e.g. `[load_tagger(p) for p in paths]`.
+        names: how errors name each member (e.g. its checkpoint path).
+    """
+
+    def __init__(self, members: Sequence[nn.Module], names: Sequence[str] | None = None):
+        super().__init__()
+        if not members:
+            raise NERError("an ensemble needs at least one member")
+        names = list(names or [f"member {i}" for i in range(len(members))])
+        first = members[0]
+        for member, name in zip(members[1:], names[1:], strict=True):
+            for what, get in (
+                ("labels", lambda m: list(m.labels)),
+                ("window settings", lambda m: m.window_settings),
+                ("tokenizer", lambda m: tokenizer_fingerprint(m.tokenizer)),
+            ):
+                if get(member) != get(first):
+                    raise NERError(f"its {what} differ from {names[0]}'s", path=name)
+        self.members = nn.ModuleList(members)
+        self.tokenizer, self.labels = first.tokenizer, list(first.labels)
+        self.window_settings = first.window_settings
+        self.head = LinearHead(dropout=0.0)  # decoding only: constrained Viterbi, no weights used
+        self.head.bind(1, self.labels)
+        self.runtime = None
+
+    @property
+    def word_inputs(self) -> tuple[str, ...]:
+        """Every per-word input any member's word features read."""
+        return tuple(dict.fromkeys(name for m in self.members for name in m.word_inputs))
+
+    def forward(self, batch: dict[str, Tensor]) -> Tensor:
+        """Log of the members' mean tag distribution `[B, W, C]` (what `head.decode` reads)."""
+        mask = batch["word_mask"]
+        probs = torch.stack([m.head.probabilities(m(batch).float(), mask) for m in self.members])
+        return probs.mean(0).clamp_min(torch.finfo(torch.float32).tiny).log()  # [B, W, C]
+
+    def predict(self, texts: Sequence[str | Sequence[str]], **kwargs) -> list[list[dict]]:
+        """Entities per input, as `NERTagger.predict`."""
+        return predict_entities(self, texts, **kwargs)
