@@ -82,7 +82,7 @@ def linears_in_bf16(model: nn.Module) -> Iterator[None]:
                 for module in model.modules()
                 if isinstance(module, nn.Linear)
                 for name, tensor in module.named_parameters(recurse=False)
-                if tensor.dtype == torch.float32
+                if tensor.dtype == torch.float32 and type(tensor.data) is torch.Tensor
             ]
             for module, name, data in saved:
                 getattr(module, name).data = data.to(torch.bfloat16)
