@@ -46,14 +46,15 @@ def parser() -> argparse.ArgumentParser:
 
 def load_model(args: argparse.Namespace) -> Tagger:
     """The model to tag with: a checkpoint on its device and backend, or an export folder."""
-    if args.ensemble and (is_export(args.checkpoint) or args.backend != "torch" or args.quantize):
+    ensemble = getattr(args, "ensemble", [])  # `ner serve` shares this loader, without it
+    if ensemble and (is_export(args.checkpoint) or args.backend != "torch" or args.quantize):
         raise NERError("an ensemble of checkpoints runs on the torch backend", path="--ensemble")
     if is_export(args.checkpoint):
         return ExportedTagger(args.checkpoint, args.quantize)
     onnx_auto = args.backend == "onnx" and args.device == "auto"  # onnx runs on the CPU
     device = resolve_device("cpu" if onnx_auto else args.device)
-    if args.ensemble:
-        paths = [args.checkpoint, *args.ensemble]
+    if ensemble:
+        paths = [args.checkpoint, *ensemble]
         return Ensemble([load_tagger(p) for p in paths], paths).to(device)
     return load_tagger(args.checkpoint).to(device).accelerate(args.backend, args.quantize)
 
