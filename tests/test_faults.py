@@ -74,10 +74,13 @@ def test_ctrl_c_of_ner_tag_stops_cleanly(trained, tmp_path):
     """A real SIGINT to a `ner tag` that is waiting for more of its stdin."""
     out = tmp_path / "out.jsonl"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "tests")}
+    # A child inherits an ignored SIGINT, and Lightning leaves this process's SIGINT ignored
+    # after any in-process fit that met a KeyboardInterrupt; a terminal's Ctrl-C has the default.
     proc = subprocess.Popen(
         [sys.executable, "-m", "ner.cli.main", "tag", str(trained["ckpt"] / "best.ckpt"), "-",
          "--input-format", "text", "--output", str(out)],
         stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     proc.stdin.write("\n".join(TAG_LINES) + "\n")
     proc.stdin.flush()
