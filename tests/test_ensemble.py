@@ -20,8 +20,9 @@ def member_probs(model, batch) -> torch.Tensor:
         return model.head.probabilities(model(batch), batch["word_mask"])
 
 
-def test_mean_of_the_members_distributions(tiny_model_dir):
-    (a, batch), (b, _) = tiny_tagger_batch(tiny_model_dir, 1), tiny_tagger_batch(tiny_model_dir, 2)
+def test_softmax_members_average_their_distributions(tiny_model_dir):
+    (a, batch) = tiny_tagger_batch(tiny_model_dir, 1, crf=False)
+    (b, _) = tiny_tagger_batch(tiny_model_dir, 2, crf=False)
     expected = (member_probs(a, batch) + member_probs(b, batch)) / 2  # [B, W, C]
     ensemble = Ensemble([a, b]).eval()
     with torch.inference_mode():
@@ -29,6 +30,33 @@ def test_mean_of_the_members_distributions(tiny_model_dir):
     mask = batch["word_mask"]
     assert torch.allclose(got[mask], expected[mask], atol=1e-6)
     assert torch.allclose(got[mask].sum(-1), torch.ones(int(mask.sum())), atol=1e-5)
+
+
+def test_crf_members_make_one_crf_of_their_means(tiny_model_dir):
+    (a, batch), (b, _) = tiny_tagger_batch(tiny_model_dir, 1), tiny_tagger_batch(tiny_model_dir, 2)
+    with torch.no_grad():  # the fixtures' CRFs start at zero: give each its own transitions
+        for seed, model in ((1, a), (2, b)):
+            for param in model.head.crf_layer.parameters():
+                param.copy_(torch.randn(param.shape, generator=torch.Generator().manual_seed(seed)))
+    ensemble = Ensemble([a, b]).eval()
+    with torch.inference_mode():
+        got, ea, eb = ensemble(batch), a(batch).float(), b(batch).float()
+    assert torch.allclose(got, (ea + eb) / 2, atol=1e-6)
+    crf, ca, cb = ensemble.head.crf_layer, a.head.crf_layer, b.head.crf_layer
+    for name in ("transitions", "start_transitions", "end_transitions"):
+        mean = (ca.get_parameter(name) + cb.get_parameter(name)) / 2
+        assert torch.equal(crf.get_parameter(name), mean)
+
+
+def test_one_crf_member_tags_as_itself(tiny_model_dir):
+    model, batch = tiny_tagger_batch(tiny_model_dir, 3)
+    with torch.no_grad():
+        model.head.crf_layer.transitions.copy_(torch.randn(len(LABELS), len(LABELS)))
+    with torch.inference_mode():
+        alone, ensembled = decode_batch(model, batch), decode_batch(Ensemble([model]), batch)
+    assert [tags for tags, _ in ensembled] == [tags for tags, _ in alone]
+    for (_, s1), (_, s2) in zip(ensembled, alone, strict=True):
+        assert s1 == pytest.approx(s2, abs=1e-6)
 
 
 def test_one_softmax_member_tags_as_itself(tiny_model_dir):
