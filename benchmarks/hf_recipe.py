@@ -6,6 +6,10 @@ files and encoder as `ner`, for the same epochs and seeds; the last epoch is sco
 test with the metric `ner test` uses (seqeval's conlleval mode). One JSON report a seed:
 
 python -m benchmarks.hf_recipe --seeds 1 2 3 [--epochs 3] [--out runs/hf-recipe] [--smoke]
+    [--data-dir DIR] [--lr 1e-4] [--bf16]
+
+`--data-dir` takes any folder `ner fit --data.data_dir` takes (labels from its train file);
+`--bf16` trains in bf16 autocast (`TrainingArguments(bf16=True)`), as `ner` does on such CPUs.
 """
 
 from __future__ import annotations
@@ -15,15 +19,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import CONLL_DIR, conll_labels, describe, encoder_path, quiet
+from benchmarks.common import CONLL_DIR, describe, encoder_path, quiet
 from ner.corpus.reader import read_conll
+from ner.corpus.schemes import entity_types, label_list
+from ner.data.splits import find_split_file
 from ner.evaluation.metrics import entity_counts, entity_scores
+from ner.utils.errors import NERError
 
 
-def sentences(split: str, limit: int | None = None) -> list[tuple[list[str], list[str]]]:
-    """(words, IOB2 tags) of `eng.<split>`."""
-    corpus = read_conll(str(CONLL_DIR / f"eng.{split}"))
-    return [(s.words, s.tags) for s in corpus.sentences][:limit]
+def sentences(data_dir: Path, split: str, limit: int | None = None) -> list[tuple[list, list]]:
+    """(words, IOB2 tags) of the `split` (train, val, test) file of `data_dir`."""
+    path = find_split_file(str(data_dir), split)
+    if path is None:
+        raise NERError(
+            f"no {split} file (eng.train/testa/testb, train/dev/test)", path=str(data_dir)
+        )
+    return [(s.words, s.tags) for s in read_conll(path).sentences][:limit]
 
 
 def encode(tokenizer, data, index):
@@ -94,33 +105,40 @@ def word_tags(trainer, tokenizer, data, labels) -> list[list[str]]:
     return out
 
 
-def run(seed: int, epochs: float, encoder: str, limit: int | None, out: Path) -> dict:
+def run(seed: int, epochs: float, encoder: str, limit: int | None, out: Path, **options) -> dict:
     """Train the recipe once; dev and test scores of its last epoch, and the wall time. Each
-    split's predictions go to `out/seed-S.<split>.txt` (conlleval's `word gold pred`)."""
+    split's predictions go to `out/seed-S.<split>.txt` (conlleval's `word gold pred`).
+    `options`: data_dir (default CoNLL-2003), lr (5e-5), bf16 (False)."""
     from transformers import (
         AutoTokenizer,
         DataCollatorForTokenClassification,
         Trainer,
     )
 
-    labels = conll_labels()
+    data_dir, lr = Path(options.get("data_dir") or CONLL_DIR), options.get("lr") or 5e-5
+    train = sentences(data_dir, "train", limit)
+    types = sorted(entity_types(t for _, tags in train for t in tags))
+    labels = label_list(types)
     index = {label: i for i, label in enumerate(labels)}
     tokenizer = AutoTokenizer.from_pretrained(encoder)
-    train = sentences("train", limit)
     started = time.perf_counter()
     model = recipe_model(encoder, labels, seed)
-    args = recipe_args(f"/tmp/hf-recipe-{seed}", seed, num_train_epochs=epochs)
+    precision = {"bf16": True} if options.get("bf16") else {}
+    args = recipe_args(
+        f"/tmp/hf-recipe-{seed}", seed, num_train_epochs=epochs, learning_rate=lr, **precision
+    )
     collator = DataCollatorForTokenClassification(tokenizer)
     dataset = encode(tokenizer, train, index)
     trainer = Trainer(model=model, args=args, train_dataset=dataset, data_collator=collator)
     trainer.train()
     fit_seconds = time.perf_counter() - started
     result = {"seed": seed, "epochs": epochs, "encoder": describe(encoder), "fit_s": fit_seconds}
-    for name, split in (("dev", "testa"), ("test", "testb")):
-        data = sentences(split, limit)
+    result |= {"data_dir": str(data_dir), "lr": lr, "bf16": bool(options.get("bf16"))}
+    for name, split in (("dev", "val"), ("test", "test")):
+        data = sentences(data_dir, split, limit)
         pred = word_tags(trainer, tokenizer, data, labels)
         counts = entity_counts(pred, [t for _, t in data])
-        result[name] = entity_scores(counts, ["LOC", "MISC", "ORG", "PER"])
+        result[name] = entity_scores(counts, types)
         write_predictions(out / f"seed-{seed}.{name}.txt", data, pred)
     return result
 
@@ -142,13 +160,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default="runs/hf-recipe", help="one seed-<N>.json a seed")
     p.add_argument("--encoder", help="encoder directory (default: the bundled MiniLM-L6)")
     p.add_argument("--smoke", action="store_true", help="40 sentences a split, a few steps")
+    p.add_argument("--data-dir", help="folder of the splits (default: CoNLL-2003 in ../shared)")
+    p.add_argument("--lr", type=float, default=5e-5, help="learning rate (the recipe's: 5e-5)")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast (fp32 master weights)")
     args = p.parse_args(argv)
     quiet()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     limit, epochs = (40, 1.0) if args.smoke else (None, args.epochs)
     for seed in args.seeds:
-        result = run(seed, epochs, args.encoder or encoder_path(), limit, out)
+        options = {"data_dir": args.data_dir, "lr": args.lr, "bf16": args.bf16}
+        result = run(seed, epochs, args.encoder or encoder_path(), limit, out, **options)
         (out / f"seed-{seed}.json").write_text(json.dumps(result, indent=2) + "\n")
         print(
             f"seed {seed}: dev F1 {100 * result['dev']['f1']:.2f}, "

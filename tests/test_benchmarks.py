@@ -16,6 +16,7 @@ from seqeval.metrics import f1_score
 from benchmarks import encoder, epoch, frozen, predict, stream, train
 from benchmarks.common import parse_table
 from ner.corpus.reader import read_conll
+from ner.corpus.schemes import is_valid_iob2
 
 pytestmark = pytest.mark.integration
 
@@ -159,3 +160,58 @@ def test_epoch_smoke(tiny_encoder, conll_dir, capsys, tmp_path):
     assert ctx["pieces computed"] > rows["ours, packed (experiment packed)"]["pieces computed"]
     assert ctx["pieces computed"] > flat["pieces computed"]
     assert rows["HF Trainer, fp32"]["vs HF Trainer, fp32"] == pytest.approx(1.0)
+
+
+def test_noisy_corpus_is_small_noisy_typed_anew_and_reproducible(conll_dir, tmp_path):
+    from benchmarks import noisy_corpus
+
+    sizes = {"train": ("train", 300), "dev": ("testa", 50), "test": ("testb", 50)}
+    assert noisy_corpus.build(tmp_path / "a", sizes) == {"train": 300, "dev": 50, "test": 50}
+    noisy_corpus.build(tmp_path / "b", sizes)
+    for name in sizes:
+        text = (tmp_path / "a" / f"{name}.txt").read_text()
+        assert text == (tmp_path / "b" / f"{name}.txt").read_text()  # seeded: the same files
+        assert "-DOCSTART-" not in text
+        corpus = read_conll(str(tmp_path / "a" / f"{name}.txt"))
+        assert corpus.scheme == "IOB2" and len(corpus.documents) == 1
+        assert all(is_valid_iob2(s.tags) for s in corpus.sentences)
+    sentences = read_conll(str(tmp_path / "a" / "train.txt")).sentences
+    types = {t[2:] for s in sentences for t in s.tags if t != "O"}
+    assert types == {"person", "location", "group", "nationality", "other"}
+    words = [w for s in sentences for w in s.words]
+    assert any(w.startswith("@user") for w in words) and any(w.startswith("#") for w in words)
+    assert any(w.startswith("https://t.co/") for w in words)
+    lowered = [s for s in sentences if all(w == w.lower() for w in s.words)]
+    assert 0.2 < len(lowered) / len(sentences) < 0.5  # a third lowercased, and a few all-lower
+
+
+def test_noisy_corpus_retypes_by_the_rule_of_its_docstring():
+    from benchmarks.noisy_corpus import retype
+
+    words = ["German", "officials", "met", "Bayern", "Munich", "at", "the", "World", "Cup", "."]
+    tags = ["B-MISC", "O", "O", "B-ORG", "I-ORG", "O", "O", "B-MISC", "I-MISC", "O"]
+    assert retype(words, tags) == ["B-nationality", "O", "O", "B-group", "I-group", "O", "O",
+                                   "B-other", "I-other", "O"]  # fmt: skip
+    assert retype(["Olympics", "Kurdish", "Tim"], ["B-MISC", "B-MISC", "B-PER"]) == [
+        "B-other", "B-nationality", "B-person"]  # fmt: skip
+
+
+def test_hf_recipe_on_another_corpus_in_bf16(tiny_encoder, tmp_path, conll_dir):
+    from benchmarks import hf_recipe, noisy_corpus
+
+    sizes = {"train": ("train", 40), "dev": ("testa", 40), "test": ("testb", 40)}
+    noisy_corpus.build(tmp_path / "data", sizes)
+    argv = ["--smoke", "--seeds", "2", "--out", str(tmp_path / "out"), "--encoder", tiny_encoder,
+            "--data-dir", str(tmp_path / "data"), "--lr", "1e-4", "--bf16"]  # fmt: skip
+    hf_recipe.main(argv)
+    result = json.loads((tmp_path / "out" / "seed-2.json").read_text())
+    assert result["lr"] == 1e-4 and result["bf16"] is True
+    assert result["data_dir"] == str(tmp_path / "data")
+    rows = (tmp_path / "out" / "seed-2.dev.txt").read_text().strip().split("\n\n")
+    gold = [[line.split()[1] for line in block.splitlines()] for block in rows]
+    pred = [[line.split()[2] for line in block.splitlines()] for block in rows]
+    assert gold == [s.tags for s in read_conll(str(tmp_path / "data" / "dev.txt")).sentences]
+    assert result["dev"]["f1"] == f1_score(gold, pred)
+    assert {k for k in result["dev"] if k.startswith("f1_")} <= {
+        f"f1_{t}" for t in ("group", "location", "nationality", "other", "person")
+    }

@@ -1,5 +1,6 @@
 """The `ner` command: `fit`, `validate`, `test`, `predict` (LightningCLI) and `tag`, `inspect`,
-`seeds`, `embed`, `probe`, `project`, `export`; `ner --help` lists them with one line each.
+`seeds`, `distill`, `embed`, `probe`, `project`, `export`, `serve`; `ner --help` lists them with
+one line each.
 
 Each subcommand's module is imported only when it runs, so `ner inspect` does not pay for torch.
 """
@@ -27,6 +28,8 @@ COMMANDS = {
     "inspect": ("ner.cli.inspect", "Check CoNLL files and count their documents, sentences, "
                 "tokens, entities and pieces."),
     "seeds": ("ner.cli.seeds", "Train and score one config over several seeds; mean ± std."),
+    "distill": ("ner.cli.distill", "Train students on an ensemble of checkpoints' soft "
+                "targets, over seeds; mean ± std."),
     "embed": ("ner.cli.embed", "Write the word vectors of every hidden state (and of a "
               "checkpoint's combiner) to a folder."),
     "probe": ("ner.cli.probe", "Train a probe on each hidden state and combination of a frozen "

@@ -52,7 +52,7 @@ def with_experiment(name: str | None, fit_args: list[str]) -> list[str]:
     return [*default, *fit_args, "-c", str(path)]
 
 
-def _run_name(args: argparse.Namespace, fit_args: list[str]) -> str:
+def run_name(args: argparse.Namespace, fit_args: list[str]) -> str:
     if args.run:
         return args.run
     if args.experiment:
@@ -118,7 +118,7 @@ def _train_and_score(seed: int, name: str, fit_args: list[str], test: bool) -> d
 def main(argv: list[str]) -> int:
     """Run every seed, then write and print the summary."""
     args, fit_args = parser().parse_known_args(argv)
-    name = _run_name(args, fit_args)
+    name = run_name(args, fit_args)
     fit_args = with_experiment(args.experiment, fit_args)
     runs = [one_seed(seed, name, fit_args, args.test) for seed in args.seeds]
     out = Path("runs") / name

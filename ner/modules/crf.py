@@ -89,11 +89,17 @@ class ConditionalRandomField(nn.Module):
 
     def marginals(self, emissions: Tensor, mask: Tensor) -> Tensor:
         """`p(tag_t = j | emissions)` `[B, W, C]` under the constrained model (0 where masked)."""
+        log_p = self.log_marginals(emissions, mask)
+        return torch.where(mask.bool().unsqueeze(-1), log_p.exp().clamp(max=1.0), 0.0)
+
+    def log_marginals(self, emissions: Tensor, mask: Tensor) -> Tensor:
+        """`log p(tag_t = j | emissions)` `[B, W, C]` (forbidden tags -inf; masked rows 0),
+        differentiable: what a distilled student's loss reads."""
         transitions, start, end = self.constrained()
         alphas, log_z = forward_algorithm(emissions, mask, transitions, start, end)
         betas = backward_algorithm(emissions, mask, transitions, end)
-        log_p = alphas + betas - log_z[:, None, None]
-        return torch.where(mask.bool().unsqueeze(-1), log_p.exp().clamp(max=1.0), 0.0)
+        log_p = alphas + betas - log_z[:, None, None]  # [B, W, C]
+        return torch.where(mask.bool().unsqueeze(-1), log_p.clamp(max=0.0), 0.0)
 
 
 def forward_algorithm(

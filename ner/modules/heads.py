@@ -80,6 +80,13 @@ class TaggingHead(nn.Module):
             return self.crf_layer.marginals(emissions, word_mask.bool())
         return emissions.softmax(-1)
 
+    def log_probabilities(self, emissions: Tensor, word_mask: Tensor) -> Tensor:
+        """The log of `probabilities` `[B, W, C]` (0 on padding), with its gradient."""
+        emissions = emissions.float()
+        if self.crf_layer is not None:
+            return self.crf_layer.log_marginals(emissions, word_mask.bool())
+        return emissions.log_softmax(-1).masked_fill(~word_mask.bool().unsqueeze(-1), 0.0)
+
     def decode(self, emissions: Tensor, word_mask: Tensor) -> tuple[Tensor, Tensor]:
         """Valid IOB2 tags `[B, W]` (0 on padding) and the probability of each `[B, W]`."""
         emissions = emissions.float()

@@ -1,0 +1,138 @@
+"""The results tables of the docs, rendered from the runs' records in `docs/runs/` (nothing typed
+by hand).
+
+    python scripts/results.py save NAME --seeds runs/exp/STEP/seeds.json --label TEXT [--command C]
+    python scripts/results.py save NAME --hf runs/small/hf-fp32 --label TEXT [--command C]
+    python scripts/results.py render [--check] [docs/results.md ...]
+
+`save` keeps what a table needs of a run (per seed: dev and test F1 overall and per type, fit
+seconds) as `docs/runs/NAME.json`, from `ner seeds`' `seeds.json` or from the `seed-S.json` files
+of `python -m benchmarks.hf_recipe`. `render` fills every block of a markdown file between
+
+    <!-- results:start splits=dev,test rows=NAME,NAME,... -->  and  <!-- results:end -->
+
+with one row a record (mean ± sample std over its seeds); `--check` fails if any block differs.
+Records of runs whose JSON was not kept hold only the published summary and say so (`source`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ner.evaluation.seeds import cell, summary  # noqa: E402 (the repository root goes first)
+from ner.utils.files import atomic_write  # noqa: E402
+
+RECORDS = ROOT / "docs" / "runs"
+BLOCK = re.compile(r"<!-- results:start (?P<spec>[^>]*?) -->\n.*?<!-- results:end -->", re.S)
+
+
+def _kept(report: dict) -> dict:
+    return {k: v for k, v in report.items() if k == "f1" or k.startswith("f1_")}
+
+
+def save(name: str, runs: list[dict], label: str, command: str, records: Path = RECORDS) -> Path:
+    """Write `records/NAME.json`: the label, the command and per seed what the tables read."""
+    kept = []
+    for run in runs:
+        one = {"seed": run["seed"], "fit_s": round(float(run["fit_s"]), 1)}
+        one |= {split: _kept(run[split]) for split in ("dev", "test") if split in run}
+        kept.append(one)
+    path = records / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path) as out:
+        json.dump({"label": label, "command": command, "runs": kept}, out, indent=1)
+        out.write("\n")
+    return path
+
+
+def load_runs(seeds: Path | None, hf: Path | None) -> list[dict]:
+    """The runs of a `ner seeds` summary file, or of a folder of HF recipe `seed-S.json`."""
+    if seeds is not None:
+        return json.loads(seeds.read_text())["runs"]
+    files = sorted(hf.glob("seed-*.json"), key=lambda p: int(p.stem.split("-")[1]))
+    if not files:
+        raise SystemExit(f"{hf}: no seed-S.json")
+    return [json.loads(p.read_text()) for p in files]
+
+
+def stats_of(record: dict) -> dict:
+    """Mean ± std (points) per split and type, and fit seconds: from the runs, or as kept."""
+    return summary(record["runs"]) if "runs" in record else record["summary"]
+
+
+def table(spec: str, records: Path = RECORDS) -> str:
+    """The markdown table a block's `splits=... rows=...` spec asks for."""
+    options = dict(part.split("=", 1) for part in spec.split())
+    splits, names = options["splits"].split(","), options["rows"].split(",")
+    loaded = [json.loads((records / f"{n}.json").read_text()) for n in names]
+    stats = [stats_of(r) for r in loaded]
+    types = sorted({k[3:] for s in stats for k in s[splits[0]] if k.startswith("f1_")})
+    headers = ["run", "seeds"]
+    for split in splits:
+        headers += [f"{split} F1"] + [f"{split} {t}" for t in types]
+    headers += ["fit s", "record"]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for name, record, stat in zip(names, loaded, stats, strict=True):
+        cells = [record["label"], " ".join(map(str, stat["seeds"]))]
+        for split in splits:
+            keys = ["f1"] + [f"f1_{t}" for t in types]
+            cells += [cell(tuple(stat[split][k])) if k in stat[split] else "" for k in keys]
+        fit = stat.get("fit_s")
+        cells += [cell(tuple(fit), digits=0) if fit else "", _record_cell(name, record)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _record_cell(name: str, record: dict) -> str:
+    mark = " (summary only)" if "runs" not in record else ""
+    return f"[{name}](runs/{name}.json){mark}"
+
+
+def render(path: Path, records: Path = RECORDS) -> tuple[str, str]:
+    """(the file's text, the text with every results block rendered)."""
+    text = path.read_text(encoding="utf-8")
+
+    def fill(match: re.Match) -> str:
+        spec = match.group("spec")
+        return f"<!-- results:start {spec} -->\n{table(spec, records)}\n<!-- results:end -->"
+
+    return text, BLOCK.sub(fill, text)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("save", help="keep a run's figures as docs/runs/NAME.json")
+    s.add_argument("name")
+    s.add_argument("--seeds", type=Path, help="a `ner seeds` seeds.json")
+    s.add_argument("--hf", type=Path, help="a folder of benchmarks.hf_recipe seed-S.json")
+    s.add_argument("--label", required=True)
+    s.add_argument("--command", default="", help="the command that made the run")
+    r = sub.add_parser("render", help="fill the results blocks of markdown files")
+    r.add_argument("files", nargs="*", type=Path, default=[ROOT / "docs" / "results.md"])
+    r.add_argument("--check", action="store_true", help="fail if a block is not up to date")
+    args = p.parse_args(argv)
+    if args.command == "save":
+        if (args.seeds is None) == (args.hf is None):
+            raise SystemExit("give one of --seeds and --hf")
+        print(save(args.name, load_runs(args.seeds, args.hf), args.label, args.command))
+        return
+    for path in args.files:
+        before, after = render(path)
+        if args.check and before != after:
+            raise SystemExit(f"{path}: a results block is not what docs/runs/ renders")
+        if not args.check and before != after:
+            with atomic_write(path) as out:
+                out.write(after)
+        print(f"{path}: {'up to date' if before == after else 'rendered'}")
+
+
+if __name__ == "__main__":
+    main()

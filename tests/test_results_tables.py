@@ -1,0 +1,89 @@
+"""`scripts/results.py`: the docs' results tables come from the runs' records, figures checked
+against values computed here from planted runs; the repository's docs match their records."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import statistics
+
+import pytest
+from helpers import ROOT
+
+from benchmarks.common import parse_table
+
+SCRIPT = ROOT / "scripts" / "results.py"
+
+
+@pytest.fixture(scope="module")
+def results():
+    spec = importlib.util.spec_from_file_location("results", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def planted_runs() -> list[dict]:
+    runs = []
+    for seed, (dev, per, test) in enumerate(((0.91, 0.80, 0.88), (0.93, 0.84, 0.87)), 1):
+        runs.append({
+            "seed": seed, "fit_s": 100.0 * seed, "checkpoint": f"ckpt-{seed}",
+            "dev": {"f1": dev, "f1_PER": per, "f1_LOC": 0.5, "precision": 0.1, "support_PER": 7},
+            "test": {"f1": test, "f1_PER": per, "f1_LOC": 0.5},
+        })  # fmt: skip
+    return runs
+
+
+def test_a_saved_run_renders_its_mean_and_sample_std(results, tmp_path):
+    seeds_json = tmp_path / "seeds.json"
+    seeds_json.write_text(json.dumps({"runs": planted_runs()}))
+    records = tmp_path / "records"
+    runs = results.load_runs(seeds_json, None)
+    path = results.save("exp/a", runs, "recipe A", "ner seeds --seeds 1 2", records)
+    kept = json.loads(path.read_text())
+    assert kept["runs"][0]["dev"] == {"f1": 0.91, "f1_PER": 0.80, "f1_LOC": 0.5}  # F1s only
+    assert kept["command"] == "ner seeds --seeds 1 2" and "checkpoint" not in kept["runs"][0]
+    headers, rows = parse_table(results.table("splits=dev,test rows=exp/a", records))
+    assert headers == ["run", "seeds", "dev F1", "dev LOC", "dev PER", "test F1", "test LOC",
+                       "test PER", "fit s", "record"]  # fmt: skip
+    dev_std = statistics.stdev([91.0, 93.0])
+    assert rows == [["recipe A", "1 2", f"92.00 ± {dev_std:.2f}", "50.00 ± 0.00",
+                     f"82.00 ± {statistics.stdev([80.0, 84.0]):.2f}", "87.50 ± 0.71",
+                     "50.00 ± 0.00", f"82.00 ± {statistics.stdev([80.0, 84.0]):.2f}", "150 ± 71",
+                     "[exp/a](runs/exp/a.json)"]]  # fmt: skip
+
+
+def test_hf_recipe_folders_and_summary_only_records(results, tmp_path):
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    for run in planted_runs()[::-1]:
+        (hf / f"seed-{run['seed']}.json").write_text(json.dumps(run))
+    records = tmp_path / "records"
+    results.save("hf", results.load_runs(None, hf), "HF", "python -m benchmarks.hf_recipe", records)
+    assert [r["seed"] for r in json.loads((records / "hf.json").read_text())["runs"]] == [1, 2]
+    old = {"label": "old", "source": "transcribed", "summary": {
+        "seeds": [1], "dev": {"f1": [90.0, None], "f1_PER": [95.0, None]}}}  # fmt: skip
+    (records / "old.json").write_text(json.dumps(old))
+    _, rows = parse_table(results.table("splits=dev rows=old,hf", records))
+    assert rows[0] == ["old", "1", "90.00 ± n/a", "", "95.00 ± n/a", "",
+                       "[old](runs/old.json) (summary only)"]  # fmt: skip
+    assert rows[1][:3] == ["HF", "1 2", f"92.00 ± {statistics.stdev([91.0, 93.0]):.2f}"]
+
+
+def test_render_fills_blocks_and_check_catches_a_stale_one(results, tmp_path):
+    records = tmp_path / "records"
+    results.save("a", planted_runs(), "A", "", records)
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "# x\n<!-- results:start splits=dev rows=a -->\n| stale |\n<!-- results:end -->\n"
+    )
+    before, after = results.render(doc, records)
+    assert "| stale |" in before and "| stale |" not in after
+    assert after.startswith("# x\n<!-- results:start splits=dev rows=a -->\n| run | seeds |")
+
+
+def test_the_docs_tables_are_what_their_records_render(results):
+    for doc in (ROOT / "docs" / "results.md",):
+        before, after = results.render(doc)
+        assert "<!-- results:start" in before
+        assert before == after, f"{doc}: run `python scripts/results.py render`"
