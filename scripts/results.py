@@ -26,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ner.evaluation.seeds import cell, summary  # noqa: E402 (the repository root goes first)
+from benchmarks.common import markdown_table  # noqa: E402 (the repository root goes first)
+from ner.evaluation.seeds import cell, summary  # noqa: E402
 from ner.utils.files import atomic_write  # noqa: E402
 
 RECORDS = ROOT / "docs" / "runs"
@@ -78,7 +79,7 @@ def table(spec: str, records: Path = RECORDS) -> str:
     for split in splits:
         headers += [f"{split} F1"] + [f"{split} {t}" for t in types]
     headers += ["fit s", "record"]
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    rows = []
     for name, record, stat in zip(names, loaded, stats, strict=True):
         cells = [record["label"], " ".join(map(str, stat["seeds"]))]
         for split in splits:
@@ -86,8 +87,8 @@ def table(spec: str, records: Path = RECORDS) -> str:
             cells += [cell(tuple(stat[split][k])) if k in stat[split] else "" for k in keys]
         fit = stat.get("fit_s")
         cells += [cell(tuple(fit), digits=0) if fit else "", _record_cell(name, record)]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append(cells)
+    return markdown_table(headers, rows)
 
 
 def _record_cell(name: str, record: dict) -> str:

@@ -299,3 +299,15 @@ def tiny_tagger_batch(model_dir, seed: int = 0, crf: bool = True) -> tuple[NERTa
     words = [["Anna", "lives", "in", "Paris", "."], ["U.S.", "troops"], ["ok"]]
     list(map_batches(model, keep, words, bf16=False))
     return model, batches[0]
+
+
+def load_script(name: str, module_name: str | None = None):
+    """`scripts/NAME.py` imported as a module (the scripts folder is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        module_name or name, ROOT / "scripts" / f"{name}.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
-from helpers import LABELS, one_line_error, run_ner, tiny_tagger_batch
+from helpers import LABELS, load_script, one_line_error, run_ner, tiny_tagger_batch
 
 from ner.corpus.schemes import allowed_transitions
 from ner.inference.ensemble import Ensemble
@@ -111,18 +110,13 @@ def test_tag_with_an_ensemble_of_checkpoints(trained, tmp_path, capsys):
 
 def test_ensemble_script_scores_members_and_ensemble(trained, tiny_corpus_dir, tmp_path, capsys):
     """`scripts/ensemble.py`: each member's F1 is seqeval's on its own tags."""
-    import importlib.util
-
     from seqeval.metrics import f1_score
 
     from ner.corpus.reader import read_conll
     from ner.inference.routine import iter_tags
     from ner.model.tagger import load_tagger
 
-    script = Path(__file__).resolve().parent.parent / "scripts" / "ensemble.py"
-    spec = importlib.util.spec_from_file_location("ensemble_script", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("ensemble", "ensemble_script")
     ckpt, dev = str(trained["ckpt"] / "best.ckpt"), tiny_corpus_dir / "dev.txt"
     out = tmp_path / "ensemble.json"
     module.main([ckpt, ckpt, "--file", str(dev), "--json", str(out)])

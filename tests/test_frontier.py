@@ -3,23 +3,18 @@ checked against values computed here from the planted files."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from helpers import load_script
 
 from benchmarks.common import parse_table
-
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "frontier.py"
 
 
 @pytest.fixture(scope="module")
 def frontier():
-    spec = importlib.util.spec_from_file_location("frontier", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("frontier")
 
 
 def _plant(runs: Path, depth: int, dev: list[float], test: list[float], rates: tuple) -> None:

@@ -3,24 +3,18 @@ against values computed here from planted runs; the repository's docs match thei
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, load_script
 
 from benchmarks.common import parse_table
-
-SCRIPT = ROOT / "scripts" / "results.py"
 
 
 @pytest.fixture(scope="module")
 def results():
-    spec = importlib.util.spec_from_file_location("results", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("results")
 
 
 def planted_runs() -> list[dict]:

@@ -33,8 +33,7 @@ def parser() -> argparse.ArgumentParser:
 def seeds_args(args: argparse.Namespace, rest: list[str]) -> list[str]:
     """`ner seeds` arguments: `rest`, a run name under `distill/` unless one is given, and the
     teacher as the model's `teacher` option."""
-    given = any(a in ("-c", "--config", "--experiment") or a.startswith("--config=") for a in rest)
-    if not given:  # the offline default's recipe, as `ner seeds --experiment` starts from
+    if not seeds.has_config(rest) and "--experiment" not in rest:  # the offline default's recipe
         rest = ["-c", str(CONFIGS_DIR / "conll2003-minilm.yaml"), *rest]
     if not any(a == "--run" or a.startswith("--run=") for a in rest):
         known, fit_args = seeds.parser().parse_known_args(rest)

@@ -38,6 +38,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def has_config(args: list[str]) -> bool:
+    """Whether `args` name a config file (`-c`, `--config`)."""
+    return any(a in ("-c", "--config") or a.startswith("--config=") for a in args)
+
+
 def with_experiment(name: str | None, fit_args: list[str]) -> list[str]:
     """`fit_args` with the experiment's config file after the others (the offline default's
     config first when no `-c` is given); a one-line error for an unknown experiment."""
@@ -47,8 +52,7 @@ def with_experiment(name: str | None, fit_args: list[str]) -> list[str]:
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in path.parent.glob("*.yaml")))
         raise NERError(f"no experiment {name!r} (one of {known})", path="--experiment")
-    given = any(a in ("-c", "--config") or a.startswith("--config=") for a in fit_args)
-    default = [] if given else ["-c", str(CONFIGS_DIR / "conll2003-minilm.yaml")]
+    default = [] if has_config(fit_args) else ["-c", str(CONFIGS_DIR / "conll2003-minilm.yaml")]
     return [*default, *fit_args, "-c", str(path)]
 
 

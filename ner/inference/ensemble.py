@@ -22,6 +22,19 @@ from ner.modules.heads import LinearHead
 from ner.utils.errors import NERError
 
 
+def batch_mismatch(a: nn.Module, b: nn.Module) -> str | None:
+    """What keeps one batch from serving taggers `a` and `b` (their `labels`, `window settings`
+    or `tokenizer`), or None."""
+    for what, get in (
+        ("labels", lambda m: list(m.labels)),
+        ("window settings", lambda m: m.window_settings),
+        ("tokenizer", lambda m: tokenizer_fingerprint(m.tokenizer)),
+    ):
+        if get(a) != get(b):
+            return what
+    return None
+
+
 class Ensemble(nn.Module):
     """`members` (taggers with the same tokenizer, windows and labels) as one tagger.
 
@@ -37,13 +50,9 @@ class Ensemble(nn.Module):
         names = list(names or [f"member {i}" for i in range(len(members))])
         first = members[0]
         for member, name in zip(members[1:], names[1:], strict=True):
-            for what, get in (
-                ("labels", lambda m: list(m.labels)),
-                ("window settings", lambda m: m.window_settings),
-                ("tokenizer", lambda m: tokenizer_fingerprint(m.tokenizer)),
-            ):
-                if get(member) != get(first):
-                    raise NERError(f"its {what} differ from {names[0]}'s", path=name)
+            what = batch_mismatch(member, first)
+            if what is not None:
+                raise NERError(f"its {what} differ from {names[0]}'s", path=name)
         self.members = nn.ModuleList(members)
         self.tokenizer, self.labels = first.tokenizer, list(first.labels)
         self.window_settings = first.window_settings

@@ -20,8 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ner.data.dataset import tokenizer_fingerprint
-from ner.inference.ensemble import Ensemble
+from ner.inference.ensemble import Ensemble, batch_mismatch
 from ner.modules.heads import IGNORE, TaggingHead
 from ner.utils.errors import NERError
 
@@ -55,12 +54,9 @@ class Teacher(nn.Module):
         self.ensemble = Ensemble(members, names=self.checkpoints).eval()
         self.ensemble.requires_grad_(False)
         ens, where = self.ensemble, "model.teacher.checkpoints"
-        if list(ens.labels) != list(student.labels):
-            raise NERError(f"the teachers' labels {ens.labels} differ from the data's", path=where)
-        if ens.window_settings != student.window_settings:
-            raise NERError("the teachers' window settings differ from the data's", path=where)
-        if tokenizer_fingerprint(ens.tokenizer) != tokenizer_fingerprint(student.tokenizer):
-            raise NERError("the teachers' tokenizer differs from the student's", path=where)
+        what = batch_mismatch(ens, student)
+        if what is not None:
+            raise NERError(f"the teachers' {what} differ from the student's data", path=where)
         missing = set(ens.word_inputs) - set(student.word_inputs)
         if missing:
             raise NERError(
