@@ -104,11 +104,12 @@ def tiny_sentences(n: int, seed: int) -> list[list[tuple[str, str]]]:
 
 
 def write_tiny_corpus(path: Path, sentences: list[list[tuple[str, str]]], docs: int = 2) -> Path:
-    """Write sentences as a 2-column IOB2 CoNLL file split into `docs` -DOCSTART- documents."""
+    """Write sentences as a 2-column IOB2 CoNLL file split into `docs` -DOCSTART- documents
+    (0: no -DOCSTART- line)."""
     lines: list[str] = []
-    per_doc = max(1, len(sentences) // docs)
+    per_doc = max(1, len(sentences) // docs) if docs else 0
     for i, sentence in enumerate(sentences):
-        if i % per_doc == 0:
+        if per_doc and i % per_doc == 0:
             lines += ["-DOCSTART- O", ""]
         lines += [f"{w} {t}" for w, t in sentence] + [""]
     path.write_text("\n".join(lines), encoding="utf-8")

@@ -3,10 +3,17 @@ and the learning-rate schedule spans the epochs actually run."""
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
+import yaml
 from helpers import fit_config
 
 from ner.cli.lightning import run_lightning
+from ner.corpus.reader import read_conll
 from ner.model.budget import StepBudget
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_epochs_for_the_budget_by_hand():
@@ -41,3 +48,20 @@ def test_a_fit_bounded_in_steps_keeps_its_bound(tmp_path, tiny_model_dir, tiny_c
          f"--trainer.callbacks+={budget}"]
     )  # fmt: skip
     assert cli.trainer.global_step == 3
+
+
+def test_the_shipped_budget_leaves_every_conll_recipe_its_epochs(conll_dir):
+    """configs/trainer.yaml's budget is for small corpora: each CoNLL-2003 recipe already takes
+    more steps (sentences / batch size, or packs / batch size for the packed recipe)."""
+    trainer = yaml.safe_load((ROOT / "configs" / "trainer.yaml").read_text())["trainer"]
+    (spec,) = [c for c in trainer["callbacks"] if c["class_path"].endswith("StepBudget")]
+    budget = StepBudget(**spec["init_args"])
+    sentences = len(read_conll(str(conll_dir / "eng.train")).sentences)
+    assert sentences == 14041
+    for name, batches, epochs in [
+        ("default", math.ceil(sentences / 32), 3),
+        ("quick", math.ceil(sentences / 32), 2),
+        ("packed", math.ceil(sentences / 3.3 / 10), 3),
+    ]:
+        assert budget.epochs_for(batches, 1, epochs) == epochs, name
+    assert budget.epochs_for(math.ceil(2000 / 32), 1, 3) == 13  # 2,000 tweets: 13 epochs

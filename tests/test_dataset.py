@@ -39,6 +39,17 @@ def test_corpus_to_dataset_columns(sources):
     assert nd.corpus_to_dataset(corpus, None)[0]["ner_tags"] == [-100] * len(first.words)
 
 
+def test_a_file_without_docstart_has_a_document_a_sentence(tmp_path):
+    """Regression: a file without -DOCSTART- lines was one running document, so each tweet of a
+    tweet corpus was encoded with its unrelated neighbours as context."""
+    sentences = tiny_sentences(5, seed=1)
+    plain = read_conll(str(write_tiny_corpus(tmp_path / "plain.txt", sentences, docs=0)))
+    assert len(plain.documents) == 1 and plain.doc_ids == [0, 1, 2, 3, 4]
+    assert nd.corpus_to_dataset(plain, LABELS)["doc_id"] == [0, 1, 2, 3, 4]
+    marked = read_conll(str(write_tiny_corpus(tmp_path / "marked.txt", sentences, docs=1)))
+    assert marked.doc_ids == [0] * 5
+
+
 def test_hub_sources_match_the_conll_file(sources):
     expected = nd.corpus_to_dataset(read_conll(str(sources["conll"])), LABELS).to_dict()
     for source in ("disk", "parquet"):
@@ -48,7 +59,7 @@ def test_hub_sources_match_the_conll_file(sources):
     assert validation["tokens"] == expected["tokens"][:4]  # 5 rows minus one -DOCSTART-
 
 
-def test_hub_without_docstart_is_one_document_and_bioes_becomes_iob2(tmp_path):
+def test_hub_without_docstart_makes_each_row_a_document_and_bioes_becomes_iob2(tmp_path):
     names = ["O", "S-PER", "B-LOC", "E-LOC"]
     features = Features(
         {"tokens": List(Value("string")), "ner_tags": List(ClassLabel(names=names))}
@@ -59,7 +70,8 @@ def test_hub_without_docstart_is_one_document_and_bioes_becomes_iob2(tmp_path):
     }
     Dataset.from_dict(rows, features=features).save_to_disk(tmp_path / "one")
     data = nd.load_hub(str(tmp_path / "one"), "train", LABELS)
-    assert data["doc_id"] == [0, 0] and data["sent_id"] == [0, 1]  # the empty row is dropped
+    # no -DOCSTART-: nothing says the rows belong together (regression: they were one document)
+    assert data["doc_id"] == [0, 1] and data["sent_id"] == [0, 1]  # the empty row is dropped
     assert data["ner_tags"] == [[5, 0, 1, 2], [5]]
 
 

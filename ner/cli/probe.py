@@ -108,8 +108,7 @@ def output_dir(args: argparse.Namespace) -> Path:
 def read_split(path: str, limit: int | None) -> tuple[Corpus, list[Sentence], list[int]]:
     """A CoNLL file, its sentences (the first `limit`) and the document of each."""
     corpus = read_conll(path)
-    doc_ids = [d for d, doc in enumerate(corpus.documents) for _ in doc.sentences]
-    return corpus, corpus.sentences[:limit], doc_ids[:limit]
+    return corpus, corpus.sentences[:limit], corpus.doc_ids[:limit]
 
 
 def write_plot(path: Path, rows: list[dict], title: str) -> None:

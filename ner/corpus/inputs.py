@@ -162,13 +162,11 @@ def read_conll_input(name: str, raw: Iterable[bytes]) -> PredictInput:
             result.corpus.path = "<stdin>"
         return result
     corpus = read_conll(name, has_tags=False)
-    passages, doc_ids = [], []
-    for d, doc in enumerate(corpus.documents):
-        for sentence in doc.sentences:
-            words, offsets, text = words_and_offsets(sentence.words)
-            passages.append(Passage(sentence.line, text, words, offsets))
-            doc_ids.append(d)
-    return PredictInput(name, "conll", passages, doc_ids, corpus)
+    passages = []
+    for sentence in corpus.sentences:
+        words, offsets, text = words_and_offsets(sentence.words)
+        passages.append(Passage(sentence.line, text, words, offsets))
+    return PredictInput(name, "conll", passages, corpus.doc_ids, corpus)
 
 
 def iter_inputs(

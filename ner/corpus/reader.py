@@ -1,7 +1,8 @@
 """CoNLL column files -> `Corpus` (documents -> sentences, tags in IOB2) and writing back.
 
 Runs of spaces or tabs separate columns; a blank line ends a sentence; a `-DOCSTART-` line starts
-a document (without any, the whole file is one document). No torch here.
+a document (without any, the file is one `Document`, and each sentence its own for context:
+`Corpus.doc_ids`). No torch here.
 """
 
 from __future__ import annotations
@@ -51,6 +52,18 @@ class Corpus:
     def sentences(self) -> list[Sentence]:
         """All sentences, in file order."""
         return [s for doc in self.documents for s in doc.sentences]
+
+    @property
+    def doc_ids(self) -> list[int]:
+        """The document of each sentence, for document context and packing.
+
+        A file without any -DOCSTART- line says nothing of documents (tweets, shuffled
+        sentences), so each sentence is its own: reading unrelated neighbours as context costs
+        F1 on such corpora (docs/results.md, "Small corpora").
+        """
+        if all(doc.docstart is None for doc in self.documents):
+            return list(range(sum(len(doc.sentences) for doc in self.documents)))
+        return [d for d, doc in enumerate(self.documents) for _ in doc.sentences]
 
     @property
     def num_tokens(self) -> int:

@@ -71,13 +71,9 @@ def rows_to_dataset(
 
 def corpus_to_dataset(corpus, labels: Sequence[str] | None):
     """A `reader.Corpus` as a `Dataset` (labels None: unlabelled data, `ner_tags` all -100)."""
-    tokens, tags, doc_ids = [], [], []
-    for d, doc in enumerate(corpus.documents):
-        for sentence in doc.sentences:
-            tokens.append(sentence.words)
-            tags.append(sentence.tags)
-            doc_ids.append(d)
-    return rows_to_dataset(tokens, tags, doc_ids, labels, corpus.path)
+    sentences = corpus.sentences
+    tokens, tags = [s.words for s in sentences], [s.tags for s in sentences]
+    return rows_to_dataset(tokens, tags, corpus.doc_ids, labels, corpus.path)
 
 
 def _load_raw(name_or_path: str, split: str, cache_dir: str | None):
@@ -117,17 +113,20 @@ def _hub_rows(name_or_path: str, split: str, cache_dir: str | None):
         tags = [[names[t] for t in row] for row in tags]
     elif tags and tags[0] and not isinstance(tags[0][0], str):
         raise NERError("`ner_tags` are integers without ClassLabel names", path=where)
-    # Documents: a -DOCSTART- row opens one; without any, the split is one running document
-    # (rows in file order, so context still comes from the neighbouring sentences).
-    rows_tokens, rows_tags, doc_ids, doc = [], [], [], 0
+    # Documents: a -DOCSTART- row opens one; without any, each row is its own (as
+    # `Corpus.doc_ids`: nothing says that neighbouring rows belong together).
+    rows_tokens, rows_tags, doc_ids, doc, marked = [], [], [], 0, False
     for words, row_tags in zip(tokens, tags, strict=True):
         if words and words[0] == DOCSTART:
             doc += bool(rows_tokens)
+            marked = True
             continue
         if words:  # empty rows carry nothing to tag
             rows_tokens.append(list(words))
             rows_tags.append(list(row_tags))
             doc_ids.append(doc)
+    if not marked:
+        doc_ids = list(range(len(rows_tokens)))
     try:
         scheme = detect_scheme(rows_tags)
         rows_tags = [to_iob2(t, scheme) for t in rows_tags]
@@ -152,7 +151,7 @@ def load_hub(
     with the columns of `corpus_to_dataset`; `labels` None: this split's own `hub_labels`.
 
     Tag names are converted to IOB2; `-DOCSTART-` rows delimit documents and are dropped (none:
-    one document); empty rows are dropped.
+    each row its own document); empty rows are dropped.
     """
     tokens, tags, doc_ids = _hub_rows(name_or_path, split, cache_dir)
     if labels is None:
