@@ -109,21 +109,23 @@ def render(path: Path, records: Path = RECORDS) -> tuple[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="action", required=True)
     s = sub.add_parser("save", help="keep a run's figures as docs/runs/NAME.json")
     s.add_argument("name")
     s.add_argument("--seeds", type=Path, help="a `ner seeds` seeds.json")
     s.add_argument("--hf", type=Path, help="a folder of benchmarks.hf_recipe seed-S.json")
     s.add_argument("--label", required=True)
     s.add_argument("--command", default="", help="the command that made the run")
+    s.add_argument("--records", type=Path, default=RECORDS, help="(default: docs/runs)")
     r = sub.add_parser("render", help="fill the results blocks of markdown files")
     r.add_argument("files", nargs="*", type=Path, default=[ROOT / "docs" / "results.md"])
     r.add_argument("--check", action="store_true", help="fail if a block is not up to date")
     args = p.parse_args(argv)
-    if args.command == "save":
+    if args.action == "save":
         if (args.seeds is None) == (args.hf is None):
             raise SystemExit("give one of --seeds and --hf")
-        print(save(args.name, load_runs(args.seeds, args.hf), args.label, args.command))
+        runs = load_runs(args.seeds, args.hf)
+        print(save(args.name, runs, args.label, args.command, args.records))
         return
     for path in args.files:
         before, after = render(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
 
 import pytest
 from helpers import ROOT, load_script
@@ -45,6 +46,27 @@ def test_a_saved_run_renders_its_mean_and_sample_std(results, tmp_path):
                      f"82.00 ± {statistics.stdev([80.0, 84.0]):.2f}", "87.50 ± 0.71",
                      "50.00 ± 0.00", f"82.00 ± {statistics.stdev([80.0, 84.0]):.2f}", "150 ± 71",
                      "[exp/a](runs/exp/a.json)"]]  # fmt: skip
+
+
+def test_the_save_command_keeps_the_command_it_is_given(results, tmp_path, capsys):
+    """Regression: the subcommand's dest was `command`, so `--command` replaced the subcommand
+    and `save` fell through to `render`."""
+    seeds_json = tmp_path / "seeds.json"
+    seeds_json.write_text(json.dumps({"runs": planted_runs()}))
+    records = tmp_path / "records"
+    results.main(["save", "b", "--seeds", str(seeds_json), "--label", "B",
+                  "--command", "ner seeds --seeds 1 2", "--records", str(records)])  # fmt: skip
+    kept = json.loads((records / "b.json").read_text())
+    assert kept["label"] == "B" and kept["command"] == "ner seeds --seeds 1 2"
+    assert capsys.readouterr().out.strip() == str(records / "b.json")
+
+
+def test_the_records_are_not_ignored_by_git():
+    """Regression: `runs/` in .gitignore also ignored docs/runs/, so a clean clone had no
+    records and the docs check failed there."""
+    record = "docs/runs/ladder/default.json"
+    ignored = subprocess.run(["git", "check-ignore", "-q", record], cwd=ROOT, check=False)
+    assert ignored.returncode == 1, f"{record} is ignored by .gitignore"
 
 
 def test_hf_recipe_folders_and_summary_only_records(results, tmp_path):
