@@ -11,7 +11,7 @@ import pytest
 
 from ner.cli.inspect import main as inspect_main
 from ner.corpus.reader import read_conll
-from ner.data.stats import corpus_stats, format_stats
+from ner.data.stats import NO_DOCUMENTS, corpus_stats, format_stats
 from ner.utils.errors import NERError
 
 CORPUS = """-DOCSTART- O
@@ -107,7 +107,7 @@ def test_format_stats(tmp_path, tiny_tokenizer):
         [
             corpus.path,
             "  scheme            IOB2",
-            "  documents         1",
+            "  documents         " + NO_DOCUMENTS,
             "  sentences         3",
             "  tokens            10",
             "  entities          3 (LOC 1, PER 2)",

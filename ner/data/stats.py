@@ -12,6 +12,9 @@ from ner.utils.errors import NERError
 BATCH = 1024  # sentences a tokenizer call
 
 
+NO_DOCUMENTS = "none (no -DOCSTART-: each sentence alone, without document context)"
+
+
 def corpus_stats(
     corpus: Corpus, tokenizer=None, max_length: int | None = None, config: Any = None
 ) -> dict[str, Any]:
@@ -21,7 +24,8 @@ def corpus_stats(
     stats: dict[str, Any] = {
         "file": corpus.path,
         "scheme": corpus.scheme,
-        "documents": len(corpus.documents),
+        # -DOCSTART- documents; 0 without any (each sentence then alone: `Corpus.doc_ids`)
+        "documents": len(corpus.documents) if any(d.docstart for d in corpus.documents) else 0,
         "sentences": len(sentences),
         "tokens": corpus.num_tokens,
         "entities": dict(sorted(corpus.entities().items())),
@@ -57,7 +61,7 @@ def format_stats(stats: dict[str, Any]) -> str:
     kinds = ", ".join(f"{kind} {n:,}" for kind, n in entities.items())
     rows = [
         ("scheme", stats["scheme"]),
-        ("documents", f"{stats['documents']:,}"),
+        ("documents", f"{stats['documents']:,}" if stats["documents"] else NO_DOCUMENTS),
         ("sentences", f"{stats['sentences']:,}"),
         ("tokens", f"{stats['tokens']:,}"),
         ("entities", f"{sum(entities.values()):,}" + (f" ({kinds})" if kinds else "")),
