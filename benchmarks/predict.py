@@ -241,9 +241,8 @@ def inputs(documents: bool, limit: int | None) -> tuple[list, list[int] | None]:
         return [" ".join(words) for words, _ in load_sentences("testb", limit)], None
     from ner.corpus.reader import read_conll
 
-    documents = read_conll(str(CONLL_DIR / "eng.testb")).documents
-    pairs = [(s.words, d) for d, doc in enumerate(documents) for s in doc.sentences][:limit]
-    return [words for words, _ in pairs], [d for _, d in pairs]
+    corpus = read_conll(str(CONLL_DIR / "eng.testb"))
+    return [s.words for s in corpus.sentences][:limit], corpus.doc_ids[:limit]
 
 
 def argparse_hidden() -> str:

@@ -37,9 +37,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args(argv)
     corpus = read_conll(args.file)
-    pairs = [(s, d) for d, doc in enumerate(corpus.documents) for s in doc.sentences]
-    words, doc_ids = [s.words for s, _ in pairs], [d for _, d in pairs]
-    gold = [s.tags for s, _ in pairs]
+    # the documents training saw (`Corpus.doc_ids`: none without -DOCSTART-)
+    words, doc_ids = [s.words for s in corpus.sentences], corpus.doc_ids
+    gold = [s.tags for s in corpus.sentences]
     types = sorted(corpus.entities())
     members = [load_tagger(c) for c in args.checkpoints]
     rows = {
