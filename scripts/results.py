@@ -3,11 +3,14 @@ by hand).
 
     python scripts/results.py save NAME --seeds runs/exp/STEP/seeds.json --label TEXT [--command C]
     python scripts/results.py save NAME --hf runs/small/hf-fp32 --label TEXT [--command C]
+    python scripts/results.py save NAME --ensemble DEV.json [TEST.json] --label TEXT [--command C]
     python scripts/results.py render [--check] [docs/results.md ...]
 
 `save` keeps what a table needs of a run (per seed: dev and test F1 overall and per type, fit
-seconds) as `docs/runs/NAME.json`, from `ner seeds`' `seeds.json` or from the `seed-S.json` files
-of `python -m benchmarks.hf_recipe`. `render` fills every block of a markdown file between
+seconds) as `docs/runs/NAME.json`, from `ner seeds`' `seeds.json`, from the `seed-S.json` files
+of `python -m benchmarks.hf_recipe`, or from `scripts/ensemble.py --json` of dev (and test): the
+ensemble's row, its seeds column the word `ensemble`. `render` fills every block of a markdown
+file between
 
     <!-- results:start splits=dev,test rows=NAME,NAME,... -->  and  <!-- results:end -->
 
@@ -42,7 +45,9 @@ def save(name: str, runs: list[dict], label: str, command: str, records: Path = 
     """Write `records/NAME.json`: the label, the command and per seed what the tables read."""
     kept = []
     for run in runs:
-        one = {"seed": run["seed"], "fit_s": round(float(run["fit_s"]), 1)}
+        one = {"seed": run["seed"]}
+        if "fit_s" in run:
+            one["fit_s"] = round(float(run["fit_s"]), 1)
         one |= {split: _kept(run[split]) for split in ("dev", "test") if split in run}
         kept.append(one)
     path = records / f"{name}.json"
@@ -53,10 +58,14 @@ def save(name: str, runs: list[dict], label: str, command: str, records: Path = 
     return path
 
 
-def load_runs(seeds: Path | None, hf: Path | None) -> list[dict]:
-    """The runs of a `ner seeds` summary file, or of a folder of HF recipe `seed-S.json`."""
+def load_runs(seeds: Path | None, hf: Path | None, ensemble: list[Path] | None = None) -> list:
+    """The runs of a `ner seeds` summary file, of a folder of HF recipe `seed-S.json`, or the
+    one row of an ensemble scored on dev (and test) by `scripts/ensemble.py --json`."""
     if seeds is not None:
         return json.loads(seeds.read_text())["runs"]
+    if ensemble:
+        scored = [json.loads(p.read_text())["ensemble"] for p in ensemble]
+        return [{"seed": "ensemble"} | dict(zip(("dev", "test"), scored, strict=False))]
     files = sorted(hf.glob("seed-*.json"), key=lambda p: int(p.stem.split("-")[1]))
     if not files:
         raise SystemExit(f"{hf}: no seed-S.json")
@@ -114,6 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("name")
     s.add_argument("--seeds", type=Path, help="a `ner seeds` seeds.json")
     s.add_argument("--hf", type=Path, help="a folder of benchmarks.hf_recipe seed-S.json")
+    s.add_argument("--ensemble", type=Path, nargs="+", help="scripts/ensemble.py JSON: dev [test]")
     s.add_argument("--label", required=True)
     s.add_argument("--command", default="", help="the command that made the run")
     s.add_argument("--records", type=Path, default=RECORDS, help="(default: docs/runs)")
@@ -122,9 +132,9 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--check", action="store_true", help="fail if a block is not up to date")
     args = p.parse_args(argv)
     if args.action == "save":
-        if (args.seeds is None) == (args.hf is None):
-            raise SystemExit("give one of --seeds and --hf")
-        runs = load_runs(args.seeds, args.hf)
+        if sum(x is not None for x in (args.seeds, args.hf, args.ensemble)) != 1:
+            raise SystemExit("give one of --seeds, --hf and --ensemble")
+        runs = load_runs(args.seeds, args.hf, args.ensemble)
         print(save(args.name, runs, args.label, args.command, args.records))
         return
     for path in args.files:

@@ -103,3 +103,16 @@ def test_the_docs_tables_are_what_their_records_render(results):
         before, after = results.render(doc)
         assert "<!-- results:start" in before
         assert before == after, f"{doc}: run `python scripts/results.py render`"
+
+
+def test_an_ensemble_record_is_one_row_without_fit_time(results, tmp_path):
+    scored = []
+    for split, f1 in (("dev", 0.9), ("test", 0.8)):
+        path = tmp_path / f"{split}.json"
+        path.write_text(json.dumps({"m1": {"f1": 0.1}, "ensemble": {"f1": f1, "f1_PER": 0.5}}))
+        scored.append(path)
+    records = tmp_path / "records"
+    results.save("ens", results.load_runs(None, None, scored), "E", "", records)
+    _, rows = parse_table(results.table("splits=dev,test rows=ens", records))
+    assert rows == [["E", "ensemble", "90.00 ± n/a", "50.00 ± n/a", "80.00 ± n/a",
+                     "50.00 ± n/a", "", "[ens](runs/ens.json)"]]  # fmt: skip
