@@ -14,7 +14,10 @@ file between
 
     <!-- results:start splits=dev,test rows=NAME,NAME,... -->  and  <!-- results:end -->
 
-with one row a record (mean ± sample std over its seeds); `--check` fails if any block differs.
+with one row a record (mean ± sample std over its seeds); `types=none` keeps only the overall F1
+columns, `link=PATH` is where the record links point (default `runs`, as seen from docs/),
+`commands=yes` adds each record's command;
+`--check` fails if any block differs.
 Records of runs whose JSON was not kept hold only the published summary and say so (`source`).
 """
 
@@ -34,6 +37,7 @@ from ner.evaluation.seeds import cell, summary  # noqa: E402
 from ner.utils.files import atomic_write  # noqa: E402
 
 RECORDS = ROOT / "docs" / "runs"
+DOCS = [ROOT / "docs" / "results.md", ROOT / "README.md"]  # the files with results blocks
 BLOCK = re.compile(r"<!-- results:start (?P<spec>[^>]*?) -->\n.*?<!-- results:end -->", re.S)
 
 
@@ -84,10 +88,12 @@ def table(spec: str, records: Path = RECORDS) -> str:
     loaded = [json.loads((records / f"{n}.json").read_text()) for n in names]
     stats = [stats_of(r) for r in loaded]
     types = sorted({k[3:] for s in stats for k in s[splits[0]] if k.startswith("f1_")})
+    if options.get("types") == "none":
+        types = []
     headers = ["run", "seeds"]
     for split in splits:
         headers += [f"{split} F1"] + [f"{split} {t}" for t in types]
-    headers += ["fit s", "record"]
+    headers += ["fit s", "record"] + (["command"] if options.get("commands") == "yes" else [])
     rows = []
     for name, record, stat in zip(names, loaded, stats, strict=True):
         cells = [record["label"], " ".join(map(str, stat["seeds"]))]
@@ -95,14 +101,17 @@ def table(spec: str, records: Path = RECORDS) -> str:
             keys = ["f1"] + [f"f1_{t}" for t in types]
             cells += [cell(tuple(stat[split][k])) if k in stat[split] else "" for k in keys]
         fit = stat.get("fit_s")
-        cells += [cell(tuple(fit), digits=0) if fit else "", _record_cell(name, record)]
+        link = _record_cell(name, record, options.get("link", "runs"))
+        cells += [cell(tuple(fit), digits=0) if fit else "", link]
+        if options.get("commands") == "yes":
+            cells.append(f"`{record['command']}`" if record.get("command") else "")
         rows.append(cells)
     return markdown_table(headers, rows)
 
 
-def _record_cell(name: str, record: dict) -> str:
+def _record_cell(name: str, record: dict, link: str) -> str:
     mark = " (summary only)" if "runs" not in record else ""
-    return f"[{name}](runs/{name}.json){mark}"
+    return f"[{name}]({link}/{name}.json){mark}"
 
 
 def render(path: Path, records: Path = RECORDS) -> tuple[str, str]:
@@ -128,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("--command", default="", help="the command that made the run")
     s.add_argument("--records", type=Path, default=RECORDS, help="(default: docs/runs)")
     r = sub.add_parser("render", help="fill the results blocks of markdown files")
-    r.add_argument("files", nargs="*", type=Path, default=[ROOT / "docs" / "results.md"])
+    r.add_argument("files", nargs="*", type=Path, default=DOCS)
     r.add_argument("--check", action="store_true", help="fail if a block is not up to date")
     args = p.parse_args(argv)
     if args.action == "save":

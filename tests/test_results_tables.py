@@ -99,7 +99,8 @@ def test_render_fills_blocks_and_check_catches_a_stale_one(results, tmp_path):
 
 
 def test_the_docs_tables_are_what_their_records_render(results):
-    for doc in (ROOT / "docs" / "results.md",):
+    assert results.DOCS == [ROOT / "docs" / "results.md", ROOT / "README.md"]
+    for doc in results.DOCS:
         before, after = results.render(doc)
         assert "<!-- results:start" in before
         assert before == after, f"{doc}: run `python scripts/results.py render`"
@@ -116,3 +117,13 @@ def test_an_ensemble_record_is_one_row_without_fit_time(results, tmp_path):
     _, rows = parse_table(results.table("splits=dev,test rows=ens", records))
     assert rows == [["E", "ensemble", "90.00 ± n/a", "50.00 ± n/a", "80.00 ± n/a",
                      "50.00 ± n/a", "", "[ens](runs/ens.json)"]]  # fmt: skip
+
+
+def test_a_compact_block_has_overall_f1_only_and_links_where_told(results, tmp_path):
+    records = tmp_path / "records"
+    results.save("a", planted_runs(), "A", "", records)
+    headers, rows = parse_table(
+        results.table("splits=dev rows=a types=none link=docs/runs", records)
+    )
+    assert headers == ["run", "seeds", "dev F1", "fit s", "record"]
+    assert rows[0][-1] == "[a](docs/runs/a.json)"
