@@ -56,6 +56,7 @@ def test_the_shipped_budget_leaves_every_conll_recipe_its_epochs(conll_dir):
     trainer = yaml.safe_load((ROOT / "configs" / "trainer.yaml").read_text())["trainer"]
     (spec,) = [c for c in trainer["callbacks"] if c["class_path"].endswith("StepBudget")]
     budget = StepBudget(**spec["init_args"])
+    assert budget.only_from == 3  # an explicit --trainer.max_epochs N other than 3 is kept
     sentences = len(read_conll(str(conll_dir / "eng.train")).sentences)
     assert sentences == 14041
     for name, batches, epochs in [

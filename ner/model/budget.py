@@ -21,10 +21,12 @@ class StepBudget(Callback):
     Args:
         min_steps: the fewest optimizer steps of a fit (no epochs are added past it).
         max_epochs: the most epochs the budget may raise `trainer.max_epochs` to.
+        only_from: raise only a fit of this many epochs (the config's own), so an epoch count
+            asked for explicitly (`--trainer.max_epochs 1`) is kept; None: any fit.
     """
 
-    def __init__(self, min_steps: int = 1000, max_epochs: int = 20):
-        self.min_steps, self.max_epochs = min_steps, max_epochs
+    def __init__(self, min_steps: int = 1000, max_epochs: int = 20, only_from: int | None = None):
+        self.min_steps, self.max_epochs, self.only_from = min_steps, max_epochs, only_from
         self.epochs: int | None = None  # what this fit was given, once known
 
     def epochs_for(self, batches_per_epoch: int, accumulate: int, epochs: int) -> int:
@@ -37,8 +39,8 @@ class StepBudget(Callback):
         if stage != "fit" or trainer.max_steps != -1 or sampler is None:
             return  # a fit bounded in steps keeps its bound
         epochs = trainer.max_epochs if trainer.max_epochs is not None else 0
-        if epochs < 0:
-            return  # no epoch limit at all
+        if epochs < 0 or (self.only_from is not None and epochs != self.only_from):
+            return  # no epoch limit at all, or epochs asked for explicitly
         batches = len(sampler("train"))
         self.epochs = self.epochs_for(batches, trainer.accumulate_grad_batches, epochs)
         if self.epochs > epochs:
