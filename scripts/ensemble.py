@@ -38,8 +38,8 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     corpus = read_conll(args.file)
     # the documents training saw (`Corpus.doc_ids`: none without -DOCSTART-)
-    words, doc_ids = [s.words for s in corpus.sentences], corpus.doc_ids
-    gold = [s.tags for s in corpus.sentences]
+    sentences, doc_ids = corpus.sentences, corpus.doc_ids
+    words, gold = [s.words for s in sentences], [s.tags for s in sentences]
     types = sorted(corpus.entities())
     members = [load_tagger(c) for c in args.checkpoints]
     rows = {

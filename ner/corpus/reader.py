@@ -54,6 +54,11 @@ class Corpus:
         return [s for doc in self.documents for s in doc.sentences]
 
     @property
+    def has_docstart(self) -> bool:
+        """Whether any -DOCSTART- line marks documents in the file."""
+        return any(doc.docstart is not None for doc in self.documents)
+
+    @property
     def doc_ids(self) -> list[int]:
         """The document of each sentence, for document context and packing.
 
@@ -61,7 +66,7 @@ class Corpus:
         sentences), so each sentence is its own: reading unrelated neighbours as context costs
         F1 on such corpora (docs/results.md, "Small corpora").
         """
-        if all(doc.docstart is None for doc in self.documents):
+        if not self.has_docstart:
             return list(range(sum(len(doc.sentences) for doc in self.documents)))
         return [d for d, doc in enumerate(self.documents) for _ in doc.sentences]
 

@@ -25,7 +25,7 @@ def corpus_stats(
         "file": corpus.path,
         "scheme": corpus.scheme,
         # -DOCSTART- documents; 0 without any (each sentence then alone: `Corpus.doc_ids`)
-        "documents": len(corpus.documents) if any(d.docstart for d in corpus.documents) else 0,
+        "documents": len(corpus.documents) if corpus.has_docstart else 0,
         "sentences": len(sentences),
         "tokens": corpus.num_tokens,
         "entities": dict(sorted(corpus.entities().items())),
