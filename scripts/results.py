@@ -16,8 +16,7 @@ file between
 
 with one row a record (mean ± sample std over its seeds); `types=none` keeps only the overall F1
 columns, `link=PATH` is where the record links point (default `runs`, as seen from docs/),
-`commands=yes` adds each record's command;
-`--check` fails if any block differs.
+`commands=yes` adds each record's command; `--check` fails if any block differs.
 Records of runs whose JSON was not kept hold only the published summary and say so (`source`).
 """
 
@@ -143,6 +142,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.action == "save":
         if sum(x is not None for x in (args.seeds, args.hf, args.ensemble)) != 1:
             raise SystemExit("give one of --seeds, --hf and --ensemble")
+        if args.ensemble and len(args.ensemble) > 2:
+            raise SystemExit("--ensemble: the dev JSON and at most a test JSON")
         runs = load_runs(args.seeds, args.hf, args.ensemble)
         print(save(args.name, runs, args.label, args.command, args.records))
         return

@@ -121,9 +121,19 @@ def test_an_ensemble_record_is_one_row_without_fit_time(results, tmp_path):
 
 def test_a_compact_block_has_overall_f1_only_and_links_where_told(results, tmp_path):
     records = tmp_path / "records"
-    results.save("a", planted_runs(), "A", "", records)
+    results.save("a", planted_runs(), "A", "ner seeds --seeds 1 2", records)
     headers, rows = parse_table(
         results.table("splits=dev rows=a types=none link=docs/runs", records)
     )
     assert headers == ["run", "seeds", "dev F1", "fit s", "record"]
     assert rows[0][-1] == "[a](docs/runs/a.json)"
+    headers, rows = parse_table(results.table("splits=dev rows=a commands=yes", records))
+    assert headers[-2:] == ["record", "command"]
+    assert rows[0][-2:] == ["[a](runs/a.json)", "`ner seeds --seeds 1 2`"]
+
+
+def test_an_ensemble_of_more_than_dev_and_test_is_refused(results, tmp_path):
+    files = [str(tmp_path / f"{n}.json") for n in ("dev", "test", "other")]
+    with pytest.raises(SystemExit, match="at most a test JSON"):
+        results.main(["save", "e", "--ensemble", *files, "--label", "E",
+                      "--records", str(tmp_path)])  # fmt: skip
