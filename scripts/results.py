@@ -4,12 +4,16 @@ by hand).
     python scripts/results.py save NAME --seeds runs/exp/STEP/seeds.json --label TEXT [--command C]
     python scripts/results.py save NAME --hf runs/small/hf-fp32 --label TEXT [--command C]
     python scripts/results.py save NAME --ensemble DEV.json [TEST.json] --label TEXT [--command C]
+    python scripts/results.py save NAME --consistency DEV.json [TEST.json] --weight W
+                                   [--of-ensemble] --label TEXT [--command C]
     python scripts/results.py render [--check] [docs/results.md ...]
 
 `save` keeps what a table needs of a run (per seed: dev and test F1 overall and per type, fit
 seconds) as `docs/runs/NAME.json`, from `ner seeds`' `seeds.json`, from the `seed-S.json` files
 of `python -m benchmarks.hf_recipe`, or from `scripts/ensemble.py --json` of dev (and test): the
-ensemble's row, its seeds column the word `ensemble`. `render` fills every block of a markdown
+ensemble's row, its seeds column the word `ensemble`, or from `scripts/consistency.py --json`
+at one weight: a row a checkpoint (its seed read from `seed-N` in its path), or with
+`--of-ensemble` the ensemble's row. `render` fills every block of a markdown
 file between
 
     <!-- results:start splits=dev,test rows=NAME,NAME,... -->  and  <!-- results:end -->
@@ -75,6 +79,25 @@ def load_runs(seeds: Path | None, hf: Path | None, ensemble: list[Path] | None =
     return [json.loads(p.read_text()) for p in files]
 
 
+def consistency_runs(files: list[Path], weight: float, of_ensemble: bool) -> list[dict]:
+    """The rows of `scripts/consistency.py --json` files (dev [test]) at one weight: each
+    checkpoint's (seed from `seed-N` in its path) or the ensemble's."""
+    scored = [json.loads(p.read_text()) for p in files]
+    runs = []
+    for name in scored[0]:
+        if (name == "ensemble") != of_ensemble:
+            continue
+        found = re.search(r"seed-(\d+)", name)
+        seed = "ensemble" if of_ensemble else int(found.group(1)) if found else name
+        try:
+            pairs = zip(("dev", "test"), scored, strict=False)  # test is optional
+            splits = {split: s[name][str(weight)] for split, s in pairs}
+        except KeyError as missing:
+            raise SystemExit(f"{files}: no figures of {missing} at weight {weight}") from None
+        runs.append({"seed": seed} | splits)
+    return runs
+
+
 def stats_of(record: dict) -> dict:
     """Mean ± std (points) per split and type, and fit seconds: from the runs, or as kept."""
     return summary(record["runs"]) if "runs" in record else record["summary"]
@@ -132,6 +155,9 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("--seeds", type=Path, help="a `ner seeds` seeds.json")
     s.add_argument("--hf", type=Path, help="a folder of benchmarks.hf_recipe seed-S.json")
     s.add_argument("--ensemble", type=Path, nargs="+", help="scripts/ensemble.py JSON: dev [test]")
+    s.add_argument("--consistency", type=Path, nargs="+", help="scripts/consistency.py JSON")
+    s.add_argument("--weight", type=float, help="--consistency: the weight to keep")
+    s.add_argument("--of-ensemble", action="store_true", help="--consistency: the ensemble's")
     s.add_argument("--label", required=True)
     s.add_argument("--command", default="", help="the command that made the run")
     s.add_argument("--records", type=Path, default=RECORDS, help="(default: docs/runs)")
@@ -140,11 +166,17 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--check", action="store_true", help="fail if a block is not up to date")
     args = p.parse_args(argv)
     if args.action == "save":
-        if sum(x is not None for x in (args.seeds, args.hf, args.ensemble)) != 1:
-            raise SystemExit("give one of --seeds, --hf and --ensemble")
-        if args.ensemble and len(args.ensemble) > 2:
-            raise SystemExit("--ensemble: the dev JSON and at most a test JSON")
-        runs = load_runs(args.seeds, args.hf, args.ensemble)
+        sources = (args.seeds, args.hf, args.ensemble, args.consistency)
+        if sum(x is not None for x in sources) != 1:
+            raise SystemExit("give one of --seeds, --hf, --ensemble and --consistency")
+        if len(args.ensemble or args.consistency or []) > 2:
+            raise SystemExit("--ensemble, --consistency: the dev JSON and at most a test JSON")
+        if args.consistency and args.weight is None:
+            raise SystemExit("--consistency needs --weight")
+        if args.consistency:
+            runs = consistency_runs(args.consistency, args.weight, args.of_ensemble)
+        else:
+            runs = load_runs(args.seeds, args.hf, args.ensemble)
         print(save(args.name, runs, args.label, args.command, args.records))
         return
     for path in args.files:

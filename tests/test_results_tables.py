@@ -137,3 +137,23 @@ def test_an_ensemble_of_more_than_dev_and_test_is_refused(results, tmp_path):
     with pytest.raises(SystemExit, match="at most a test JSON"):
         results.main(["save", "e", "--ensemble", *files, "--label", "E",
                       "--records", str(tmp_path)])  # fmt: skip
+
+
+def test_consistency_records_keep_one_weight_per_checkpoint_or_the_ensemble(results, tmp_path):
+    files = []
+    for split, base in (("dev", 0.9), ("test", 0.8)):
+        scored = {
+            name: {"0.0": {"f1": base}, "0.5": {"f1": base + bump, "f1_PER": 0.5}}
+            for name, bump in (("ck/seed-1/best.ckpt", 0.01), ("ck/seed-2/best.ckpt", 0.03),
+                               ("ensemble", 0.05))
+        }  # fmt: skip
+        files.append(tmp_path / f"{split}.json")
+        files[-1].write_text(json.dumps(scored))
+    runs = results.consistency_runs(files, 0.5, of_ensemble=False)
+    assert [r["seed"] for r in runs] == [1, 2]
+    assert [r["dev"]["f1"] for r in runs] == pytest.approx([0.91, 0.93])
+    assert [r["test"]["f1"] for r in runs] == pytest.approx([0.81, 0.83])
+    (ensemble,) = results.consistency_runs(files[:1], 0.5, of_ensemble=True)
+    assert ensemble == {"seed": "ensemble", "dev": {"f1": pytest.approx(0.95), "f1_PER": 0.5}}
+    with pytest.raises(SystemExit, match="at weight 2.0"):
+        results.consistency_runs(files, 2.0, of_ensemble=False)

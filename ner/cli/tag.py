@@ -41,6 +41,12 @@ def parser() -> argparse.ArgumentParser:
         help="more checkpoints of the same recipe (e.g. other seeds): their tag probabilities are"
         " averaged with the first one's (torch backend)",
     )  # fmt: skip
+    p.add_argument(
+        "--consistency", type=float, default=None, metavar="W",
+        help="weight of document-level consistency: a capitalised word repeated in a -DOCSTART-"
+        " document leans to the types of its other occurrences (default: the checkpoint's, else"
+        " 0, off; docs/results.md)",
+    )  # fmt: skip
     return p
 
 
@@ -79,6 +85,8 @@ def main(argv: list[str]) -> int:
         # two views of one lazy stream: tagging runs at most a chunk ahead of the writer
         passages, ahead = itertools.tee(passages)
         words = (p.words for p in ahead)
-        tagged = iter_tags(tagger, words, doc_ids=doc_ids, batch_size=args.batch_size)
+        tagged = iter_tags(
+            tagger, words, args.consistency, doc_ids=doc_ids, batch_size=args.batch_size
+        )
         write_predictions(passages, _progress(tagged), args.format, args.output, corpus, name)
     return 0

@@ -21,6 +21,7 @@ from ner.corpus.text import entities_from_tags, words_and_offsets
 from ner.data.alignment import align_rows
 from ner.data.batching import batches_by_length, collate, piece_budget
 from ner.data.windows import WindowSettings
+from ner.inference.consistency import decode_document, sentence_outputs
 from ner.utils.precision import autocast, bf16_inference, linears_in_bf16
 
 T = TypeVar("T")
@@ -134,9 +135,38 @@ def map_batches(
         yield from results
 
 
-def iter_tags(model: Tagger, sentences: Iterable[Sequence[str]], **kwargs: Any) -> Iterator[Tagged]:
-    """(IOB2 tags, per-word scores) for each sentence, in input order (see `map_batches`)."""
-    return map_batches(model, lambda batch: decode_batch(model, batch), sentences, **kwargs)
+def iter_tags(
+    model: Tagger,
+    sentences: Iterable[Sequence[str]],
+    consistency: float | None = None,
+    **kwargs: Any,
+) -> Iterator[Tagged]:
+    """(IOB2 tags, per-word scores) for each sentence, in input order (see `map_batches`).
+
+    `consistency`: the weight of document-level consistency (`ner.inference.consistency`;
+    None: the model's `consistency`, 0 if it has none); it needs `doc_ids`.
+    """
+    weight = getattr(model, "consistency", 0.0) if consistency is None else consistency
+    if not weight or kwargs.get("doc_ids") is None:
+        return map_batches(model, lambda batch: decode_batch(model, batch), sentences, **kwargs)
+    return _consistent_tags(model, sentences, weight, **kwargs)
+
+
+def documents(items: Iterable[T], doc_ids: Iterable[int]) -> Iterator[list[T]]:
+    """Runs of `items` with equal consecutive document ids."""
+    for _, run in itertools.groupby(zip(doc_ids, items, strict=True), key=lambda x: x[0]):
+        yield [item for _, item in run]
+
+
+def _consistent_tags(
+    model: Tagger, sentences: Iterable[Sequence[str]], weight: float, doc_ids: Iterable[int], **kw
+) -> Iterator[Tagged]:
+    """`iter_tags` with each document decoded once all its sentences are scored."""
+    sentences, words = itertools.tee(sentences)
+    doc_ids, grouping = itertools.tee(doc_ids)
+    outputs = map_batches(model, lambda b: sentence_outputs(model, b), sentences, doc_ids, **kw)
+    for doc in documents(zip(words, outputs, strict=True), grouping):
+        yield from decode_document(model, [list(w) for w, _ in doc], [o for _, o in doc], weight)
 
 
 def predict_entities(
