@@ -361,3 +361,29 @@ def test_runs_print_no_known_library_noise(tmp_path, tiny_model_dir, tiny_corpus
     assert "model: BertModel (3 x 16) -> LastLayer" in fit.stderr
     assert test.stdout.count("micro avg") == 1 and "test/f1" not in test.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoints", "runs"]  # no litter
+
+
+def test_tag_consistency_decodes_by_document_as_the_routine_does(trained, tmp_path, capsys):
+    conll = tmp_path / "in.conll"
+    doc = "Anna NNP I-PER\nmet VB O\nAnna NNP I-PER\n\nAnna NNP I-PER\nleft VB O\n\n"
+    conll.write_text(f"-DOCSTART- -X- O\n\n{doc}-DOCSTART- -X- O\n\n{doc}")
+    out = tmp_path / "out.conll"
+    ckpt = trained["ckpt"] / "best.ckpt"
+    code, _, err = run_ner(
+        ["tag", str(ckpt), str(conll), "--format", "conll", "--output", str(out),
+         "--consistency", "1.0"],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    from ner.corpus.inputs import read_inputs
+    from ner.corpus.outputs import write_predictions
+    from ner.inference.routine import iter_tags
+
+    inp = read_inputs(str(conll))
+    assert inp.doc_ids == [0, 0, 1, 1]
+    words = [p.words for p in inp.passages]
+    tagged = iter_tags(load_tagger(ckpt), words, consistency=1.0, doc_ids=inp.doc_ids)
+    write_predictions(inp.passages, tagged, "conll", str(tmp_path / "ref.conll"), inp.corpus)
+    assert out.read_text() == (tmp_path / "ref.conll").read_text()
+    rows = [ln.split() for ln in out.read_text().splitlines() if ln and "DOCSTART" not in ln]
+    assert len(rows) == 10 and all(len(r) == 4 for r in rows)  # one tag a word

@@ -34,7 +34,7 @@ def test_priors_are_the_log_of_the_other_occurrences_mean_type_distribution():
         (2, 0): probs_row(0.2, 0.8, 0.0),
     }
     probs = [torch.tensor([rows[s, i] for i in range(len(w))]) for s, w in enumerate(words)]
-    priors = document_priors(words, probs, LABELS, weight=0.5)
+    priors = document_priors(words, probs, LABELS, weight=0.5, sure=1.01)  # no gate
     # "Paris" at (0, 0): the others are (0, 2) and (1, 1): types O .15, PER .3, LOC .55
     expected = [0.5 * math.log(x) for x in (0.15, 0.3, 0.3, 0.55, 0.55)]
     assert priors[0][0].tolist() == pytest.approx(expected, abs=1e-6)
@@ -49,9 +49,22 @@ def test_priors_are_the_log_of_the_other_occurrences_mean_type_distribution():
 def test_a_type_no_other_occurrence_gives_costs_the_floor_not_infinity():
     words = [["Anna"], ["Anna"]]
     probs = [torch.tensor([probs_row(0.0, 1.0, 0.0)])] * 2
-    prior = document_priors(words, probs, LABELS, weight=2.0)[0][0]
+    prior = document_priors(words, probs, LABELS, weight=2.0, sure=1.01)[0][0]
     assert prior[0].item() == pytest.approx(2.0 * math.log(FLOOR))
     assert prior[1].item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_an_occurrence_the_model_is_sure_of_gets_no_prior():
+    # a city's sure dateline (LOC) and two unsure mentions (their top type at most .4)
+    words = [["TORONTO"], ["TORONTO"], ["TORONTO"]]
+    probs = [torch.tensor([probs_row(0.05, 0.0, 0.95)])] + [
+        torch.tensor([probs_row(0.4, 0.0, 0.3)])  # .3 of the mass on a type LABELS lacks
+    ] * 2
+    priors = document_priors(words, probs, LABELS, weight=1.0, sure=0.7)
+    assert priors[0].abs().sum() == 0
+    # each unsure one reads the sure dateline and the other unsure one: O .225, LOC .625
+    expected = [math.log(x) for x in (0.225, FLOOR, FLOOR, 0.625, 0.625)]
+    assert priors[1][0].tolist() == pytest.approx(expected, abs=1e-6)
 
 
 class Fixed:

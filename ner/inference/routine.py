@@ -138,18 +138,17 @@ def map_batches(
 def iter_tags(
     model: Tagger,
     sentences: Iterable[Sequence[str]],
-    consistency: float | None = None,
+    consistency: float = 0.0,
     **kwargs: Any,
 ) -> Iterator[Tagged]:
     """(IOB2 tags, per-word scores) for each sentence, in input order (see `map_batches`).
 
-    `consistency`: the weight of document-level consistency (`ner.inference.consistency`;
-    None: the model's `consistency`, 0 if it has none); it needs `doc_ids`.
+    `consistency`: the weight of document-level consistency (`ner.inference.consistency`; 0:
+    off); it needs `doc_ids`.
     """
-    weight = getattr(model, "consistency", 0.0) if consistency is None else consistency
-    if not weight or kwargs.get("doc_ids") is None:
+    if not consistency or kwargs.get("doc_ids") is None:
         return map_batches(model, lambda batch: decode_batch(model, batch), sentences, **kwargs)
-    return _consistent_tags(model, sentences, weight, **kwargs)
+    return _consistent_tags(model, sentences, consistency, **kwargs)
 
 
 def documents(items: Iterable[T], doc_ids: Iterable[int]) -> Iterator[list[T]]:
