@@ -1,7 +1,8 @@
 """Dev (or test) F1 of checkpoints, and of their ensemble, decoded with document-level consistency
 at several weights (`ner tag --consistency W`; `ner.inference.consistency`).
 
-    python scripts/consistency.py CKPT [CKPT...] [--weights W ...] [--file CONLL] [--json PATH]
+    python scripts/consistency.py CKPT [CKPT...] [--weights W ...] [--sure P] [--file CONLL]
+                                  [--json PATH]
 
 Each model scores the file's documents once through the one inference routine
 (`ner.inference.routine.map_batches`, its own window settings); every weight then decodes those
@@ -21,13 +22,13 @@ sys.path.insert(0, str(ROOT))
 
 from ner.corpus.reader import read_conll  # noqa: E402
 from ner.evaluation.metrics import entity_counts, entity_scores  # noqa: E402
-from ner.inference.consistency import decode_document, sentence_outputs  # noqa: E402
+from ner.inference.consistency import SURE, decode_document, sentence_outputs  # noqa: E402
 from ner.inference.ensemble import Ensemble  # noqa: E402
 from ner.inference.routine import documents, map_batches  # noqa: E402
 from ner.model.tagger import load_tagger  # noqa: E402
 
 
-def sweep(model, words, doc_ids, gold, types, weights) -> dict[str, dict]:
+def sweep(model, words, doc_ids, gold, types, weights, sure) -> dict[str, dict]:
     """The scores of `model` at each consistency weight, from one pass of the encoder."""
     outputs = list(map_batches(model, lambda b: sentence_outputs(model, b), words, doc_ids))
     rows = {}
@@ -35,7 +36,9 @@ def sweep(model, words, doc_ids, gold, types, weights) -> dict[str, dict]:
         tags = [
             t
             for doc in documents(zip(words, outputs, strict=True), doc_ids)
-            for t, _ in decode_document(model, [w for w, _ in doc], [o for _, o in doc], weight)
+            for t, _ in decode_document(
+                model, [w for w, _ in doc], [o for _, o in doc], weight, sure
+            )
         ]
         rows[str(weight)] = entity_scores(entity_counts(tags, gold), types)
     return rows
@@ -45,6 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("checkpoints", nargs="+")
     p.add_argument("--weights", nargs="+", type=float, default=[0.0, 0.25, 0.5, 1.0, 2.0])
+    p.add_argument("--sure", type=float, default=SURE, help=f"the gate (default {SURE}; >1: off)")
     dev = ROOT.parent / "shared" / "data" / "conll2003" / "eng.testa"
     p.add_argument("--file", default=str(dev), help="a CoNLL file (default: eng.testa)")
     p.add_argument("--no-ensemble", action="store_true", help="only the checkpoints alone")
@@ -61,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     if len(members) > 1 and not args.no_ensemble:
         models["ensemble"] = Ensemble(members, args.checkpoints)
     rows = {
-        name: sweep(m, words, corpus.doc_ids, gold, types, args.weights)
+        name: sweep(m, words, corpus.doc_ids, gold, types, args.weights, args.sure)
         for name, m in models.items()
     }
     print(f"| model ({Path(args.file).name}) | " + " | ".join(map(str, args.weights)) + " |")

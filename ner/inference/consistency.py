@@ -109,11 +109,12 @@ def decode_document(
     words: Sequence[Sequence[str]],
     outputs: Sequence[tuple[Tensor, Tensor]],
     weight: float,
+    sure: float = SURE,
 ) -> Iterator[tuple[list[str], list[float]]]:
     """(IOB2 tags, per-word scores) of each sentence of one document, decoded by `model.head`
-    from its `sentence_outputs` with the consistency priors of `weight` added."""
+    from its `sentence_outputs` with the consistency priors of `weight` (and `sure`) added."""
     probs = [p for _, p in outputs]
-    priors = document_priors(words, probs, model.labels, weight)
+    priors = document_priors(words, probs, model.labels, weight, sure)
     adjusted = [e + prior for (e, _), prior in zip(outputs, priors, strict=True)]
     device = next(model.parameters()).device
     for start in range(0, len(adjusted), DECODE_ROWS):
