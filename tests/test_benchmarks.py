@@ -13,7 +13,7 @@ import pytest
 from helpers import build_tiny_bert
 from seqeval.metrics import f1_score
 
-from benchmarks import encoder, epoch, frozen, predict, stream, train
+from benchmarks import consistency, encoder, epoch, frozen, predict, stream, train
 from benchmarks.common import parse_table
 from ner.corpus.reader import read_conll
 from ner.corpus.schemes import is_valid_iob2
@@ -215,3 +215,12 @@ def test_hf_recipe_on_another_corpus_in_bf16(tiny_encoder, tmp_path, conll_dir):
     assert {k for k in result["dev"] if k.startswith("f1_")} <= {
         f"f1_{t}" for t in ("group", "location", "nationality", "other", "person")
     }
+
+
+def test_consistency_smoke(tiny_encoder, conll_dir, capsys, tmp_path):
+    headers = ["side", "seconds", "sentences/s", "ratio"]
+    labels = ["plain (per batch)", "consistency 1 (per document)"]
+    data = run_smoke(consistency, capsys, tmp_path, tiny_encoder, labels, headers)
+    assert data["rows"][0]["ratio"] == 1.0
+    sides = [row["sentences/s"] * row["seconds"] for row in data["rows"]]
+    assert sides == pytest.approx([120, 120])  # both sides tagged the same 120 sentences

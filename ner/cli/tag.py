@@ -86,7 +86,7 @@ def main(argv: list[str]) -> int:
         passages, ahead = itertools.tee(passages)
         words = (p.words for p in ahead)
         tagged = iter_tags(
-            tagger, words, args.consistency, doc_ids=doc_ids, batch_size=args.batch_size
+            tagger, words, consistency=args.consistency, doc_ids=doc_ids, batch_size=args.batch_size
         )
         write_predictions(passages, _progress(tagged), args.format, args.output, corpus, name)
     return 0
