@@ -22,9 +22,9 @@ sys.path.insert(0, str(ROOT))
 
 from ner.corpus.reader import read_conll  # noqa: E402
 from ner.evaluation.metrics import entity_counts, entity_scores  # noqa: E402
-from ner.inference.consistency import SURE, decode_document, sentence_outputs  # noqa: E402
+from ner.inference.consistency import SURE, decode_documents, sentence_outputs  # noqa: E402
 from ner.inference.ensemble import Ensemble  # noqa: E402
-from ner.inference.routine import documents, map_batches  # noqa: E402
+from ner.inference.routine import map_batches  # noqa: E402
 from ner.model.tagger import load_tagger  # noqa: E402
 
 
@@ -33,13 +33,8 @@ def sweep(model, words, doc_ids, gold, types, weights, sure) -> dict[str, dict]:
     outputs = list(map_batches(model, lambda b: sentence_outputs(model, b), words, doc_ids))
     rows = {}
     for weight in weights:
-        tags = [
-            t
-            for doc in documents(zip(words, outputs, strict=True), doc_ids)
-            for t, _ in decode_document(
-                model, [w for w, _ in doc], [o for _, o in doc], weight, sure
-            )
-        ]
+        tagged = decode_documents(model, words, outputs, doc_ids, weight, sure)
+        tags = [t for t, _ in tagged]
         rows[str(weight)] = entity_scores(entity_counts(tags, gold), types)
     return rows
 

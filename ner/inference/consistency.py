@@ -21,12 +21,14 @@ plain decoding.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
 
 # The least type probability a prior reads: one confident neighbour cannot veto a type outright.
 FLOOR = 1e-4
@@ -87,12 +89,9 @@ def document_priors(
 
 def pad(rows: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
     """Sentences' `[n_i, C]` rows as one batch `[B, W, C]` and its word mask `[B, W]`."""
-    width = max((len(r) for r in rows), default=0)
-    batch = torch.zeros(len(rows), width, rows[0].shape[-1] if rows else 0)  # [B, W, C]
-    mask = torch.zeros(len(rows), width, dtype=torch.bool)  # [B, W]
-    for i, r in enumerate(rows):
-        batch[i, : len(r)] = r
-        mask[i, : len(r)] = True
+    batch = pad_sequence(list(rows), batch_first=True)  # [B, W, C]
+    lengths = torch.tensor([len(r) for r in rows])  # [B]
+    mask = torch.arange(batch.shape[1]) < lengths[:, None]  # [B, W]
     return batch, mask
 
 
@@ -123,3 +122,19 @@ def decode_document(
         lengths = mask.sum(1).tolist()
         for row, score, n in zip(tags.tolist(), scores.tolist(), lengths, strict=True):
             yield [model.labels[x] for x in row[:n]], score[:n]
+
+
+def decode_documents(
+    model: Any,
+    words: Iterable[Sequence[str]],
+    outputs: Iterable[tuple[Tensor, Tensor]],
+    doc_ids: Iterable[int],
+    weight: float,
+    sure: float = SURE,
+) -> Iterator[tuple[list[str], list[float]]]:
+    """`decode_document` over a stream of sentences (their words, `sentence_outputs` and
+    document ids, in document order): each document is decoded once all of it has arrived."""
+    rows = zip(doc_ids, words, outputs, strict=True)
+    for _, doc in itertools.groupby(rows, key=lambda row: row[0]):
+        _, doc_words, doc_outputs = zip(*doc, strict=True)
+        yield from decode_document(model, doc_words, doc_outputs, weight, sure)

@@ -21,7 +21,7 @@ from ner.corpus.text import entities_from_tags, words_and_offsets
 from ner.data.alignment import align_rows
 from ner.data.batching import batches_by_length, collate, piece_budget
 from ner.data.windows import WindowSettings
-from ner.inference.consistency import decode_document, sentence_outputs
+from ner.inference.consistency import decode_documents, sentence_outputs
 from ner.utils.precision import autocast, bf16_inference, linears_in_bf16
 
 T = TypeVar("T")
@@ -151,12 +151,6 @@ def iter_tags(
     return _consistent_tags(model, sentences, consistency, **kwargs)
 
 
-def documents(items: Iterable[T], doc_ids: Iterable[int]) -> Iterator[list[T]]:
-    """Runs of `items` with equal consecutive document ids."""
-    for _, run in itertools.groupby(zip(doc_ids, items, strict=True), key=lambda x: x[0]):
-        yield [item for _, item in run]
-
-
 def _consistent_tags(
     model: Tagger, sentences: Iterable[Sequence[str]], weight: float, doc_ids: Iterable[int], **kw
 ) -> Iterator[Tagged]:
@@ -164,8 +158,7 @@ def _consistent_tags(
     sentences, words = itertools.tee(sentences)
     doc_ids, grouping = itertools.tee(doc_ids)
     outputs = map_batches(model, lambda b: sentence_outputs(model, b), sentences, doc_ids, **kw)
-    for doc in documents(zip(words, outputs, strict=True), grouping):
-        yield from decode_document(model, [list(w) for w, _ in doc], [o for _, o in doc], weight)
+    return decode_documents(model, words, outputs, grouping, weight)
 
 
 def predict_entities(
