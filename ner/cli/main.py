@@ -1,6 +1,6 @@
 """The `ner` command: `fit`, `validate`, `test`, `predict` (LightningCLI) and `tag`, `inspect`,
-`seeds`, `distill`, `embed`, `probe`, `project`, `export`, `serve`; `ner --help` lists them with
-one line each.
+`seeds`, `adapt`, `distill`, `embed`, `probe`, `project`, `export`, `serve`; `ner --help` lists
+them with one line each.
 
 Each subcommand's module is imported only when it runs, so `ner inspect` does not pay for torch.
 """
@@ -28,6 +28,8 @@ COMMANDS = {
     "inspect": ("ner.cli.inspect", "Check CoNLL files and count their documents, sentences, "
                 "tokens, entities and pieces."),
     "seeds": ("ner.cli.seeds", "Train and score one config over several seeds; mean ± std."),
+    "adapt": ("ner.cli.adapt", "Continue an encoder's masked-LM training on the words of CoNLL "
+              "files; writes an encoder folder."),
     "distill": ("ner.cli.distill", "Train students on an ensemble of checkpoints' soft "
                 "targets, over seeds; mean ± std."),
     "embed": ("ner.cli.embed", "Write the word vectors of every hidden state (and of a "
