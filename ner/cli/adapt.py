@@ -24,8 +24,8 @@ from torch.utils.data import ConcatDataset, DataLoader
 
 from ner.cli.main import summary as command_summary
 from ner.corpus.reader import read_conll
-from ner.data.encoders import BUNDLED_ENCODER, encoder_config, load_tokenizer
-from ner.data.mlm import Blocks, WholeWordMasking, piece_blocks
+from ner.data.encoders import BUNDLED_ENCODER, load_tokenizer
+from ner.data.mlm import WholeWordMasking, piece_blocks
 from ner.data.windows import window_length
 from ner.model.adapt import MaskedLMAdapter
 from ner.utils.errors import NERError
@@ -54,8 +54,8 @@ def loaders(args: argparse.Namespace, tokenizer):
     """The training blocks of every file, shuffled and masked afresh each epoch, and the dev
     blocks masked once (by `--seed`), so each epoch's dev loss is measured on the same masks."""
 
-    def blocks(path: str) -> Blocks:
-        return Blocks(piece_blocks(read_conll(path, has_tags=False), tokenizer, args.block))
+    def blocks(path: str) -> list[dict[str, list]]:  # a list is a map-style dataset
+        return piece_blocks(read_conll(path, has_tags=False), tokenizer, args.block)
 
     train = ConcatDataset([blocks(path) for path in args.files])
     masking = WholeWordMasking(tokenizer, args.mask)
@@ -63,7 +63,7 @@ def loaders(args: argparse.Namespace, tokenizer):
     if not args.dev_file:
         return train_loader, None
     dev, fixed = blocks(args.dev_file), WholeWordMasking(tokenizer, args.mask, seed=args.seed)
-    dev_batches = [fixed(dev.blocks[i : i + args.batch_size])
+    dev_batches = [fixed(dev[i : i + args.batch_size])
                    for i in range(0, len(dev), args.batch_size)]  # fmt: skip
     return train_loader, DataLoader(dev_batches, batch_size=None)  # each item is a batch
 
@@ -90,16 +90,16 @@ def main(argv: list[str]) -> int:
         raise NERError("--epochs and --batch_size must be >= 1 and --mask in (0, 1)")
     pl.seed_everything(args.seed, verbose=False)
     tokenizer = load_tokenizer(args.encoder)
+    model = MaskedLMAdapter(args.encoder, lr=args.lr)
     # the encoder reads at most this many positions (a tiny or a 64-position encoder: fewer
     # than the default block); the tagger's window rule decides it for both
-    longest = window_length(tokenizer, encoder_config(args.encoder).max_position_embeddings)
+    longest = window_length(tokenizer, model.model.config.max_position_embeddings)
     if args.block > longest:
         print(
             f"--block {args.block} > the encoder's {longest} positions: {longest}", file=sys.stderr
         )
         args.block = longest
     train, dev = loaders(args, tokenizer)
-    model = MaskedLMAdapter(args.encoder, lr=args.lr)
     # like checkpoints/<run>/ for `ner fit`: checkpoints/encoders/ need not exist yet
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     with atomic_folder(args.output) as stage:  # checked before training: nothing is lost

@@ -71,7 +71,7 @@ def loading(name_or_path: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _no_progress_bar() -> Iterator[None]:
+def no_progress_bar() -> Iterator[None]:
     # transformers shows a "Loading weights" bar for every model: noise for a 100 MB encoder
     from transformers.utils import logging
 
@@ -107,7 +107,7 @@ def load_encoder(name_or_path: str, pretrained: bool = True, layers: int | None 
     from transformers import AutoConfig, AutoModel
 
     path = resolve_encoder(name_or_path)
-    with _no_progress_bar(), loading(name_or_path):
+    with no_progress_bar(), loading(name_or_path):
         if pretrained:
             # loaded whole, then the pooler dropped: loading without it would report its
             # weights as unexpected on every run

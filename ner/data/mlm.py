@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch.utils.data import Dataset
-
 from ner.corpus.reader import Corpus
 from ner.data.alignment import special_tokens
 from ner.utils.errors import NERError
@@ -55,19 +53,6 @@ def piece_blocks(corpus: Corpus, tokenizer, block: int = 128) -> list[dict[str, 
     if not blocks:
         raise NERError("no words to adapt on", path=corpus.path)
     return blocks
-
-
-class Blocks(Dataset):
-    """A list of blocks as a map-style dataset (the collator pads and masks them)."""
-
-    def __init__(self, blocks: list[dict[str, list]]):
-        self.blocks = blocks
-
-    def __len__(self) -> int:
-        return len(self.blocks)
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        return self.blocks[index]
 
 
 class WholeWordMasking:

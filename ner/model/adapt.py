@@ -15,7 +15,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
-from ner.data.encoders import loading, resolve_encoder
+from ner.data.encoders import loading, no_progress_bar, resolve_encoder
 
 
 class MaskedLMAdapter(pl.LightningModule):
@@ -82,14 +82,15 @@ class MaskedLMAdapter(pl.LightningModule):
         masked-LM model's encoder has no pooler, so the original's is kept (no combiner reads
         it, but a folder without it makes every load report missing weights)."""
         from transformers import AutoModel
-        from transformers.utils import logging
 
-        logging.disable_progress_bar()  # "Loading weights", "Writing model shards": noise here
-        with loading(self.encoder_name):
-            encoder = AutoModel.from_pretrained(resolve_encoder(self.encoder_name))
-        adapted = self.model.base_model.state_dict()
-        missing, unexpected = encoder.load_state_dict(adapted, strict=False)
-        if unexpected or any(not key.startswith("pooler.") for key in missing):
-            raise RuntimeError(f"adapted encoder does not fit its original: {missing, unexpected}")
-        encoder.save_pretrained(folder)
+        with no_progress_bar():  # "Loading weights", "Writing model shards": noise here
+            with loading(self.encoder_name):
+                encoder = AutoModel.from_pretrained(resolve_encoder(self.encoder_name))
+            adapted = self.model.base_model.state_dict()
+            missing, unexpected = encoder.load_state_dict(adapted, strict=False)
+            if unexpected or any(not key.startswith("pooler.") for key in missing):
+                raise RuntimeError(
+                    f"adapted encoder does not fit its original: {missing, unexpected}"
+                )
+            encoder.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
