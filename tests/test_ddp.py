@@ -108,3 +108,31 @@ def test_ddp_test_and_predict_equal_single_process(ddp_run):
         json.loads(r)["line"] for r in records.splitlines()
     )
     assert len(records.splitlines()) == 17
+
+
+def test_ddp_consistency_decodes_whole_documents_as_one_process_does(ddp_run):
+    """With document-level consistency each rank holds part of every document until the epoch
+    ends; the documents are decoded whole, so the figures and outputs equal one process's."""
+    tmp, _ = ddp_run
+    best = str(tmp / "checkpoints" / "ddp" / "best.ckpt")
+    named = [
+        [(w.capitalize() if t != "O" else w, t) for w, t in sentence]
+        for sentence in tiny_sentences(17, seed=7)
+    ]  # capitalised names: the words consistency reads
+    test_file = str(write_tiny_corpus(tmp / "named.txt", named, docs=3))
+    for name, extra in (("single-c", []), ("ddp-c", DDP)):
+        ner(tmp, "test", "--ckpt_path", best, "--data.test_file", test_file, "--output",
+            str(tmp / name), "--model.consistency", "3", "--trainer.enable_progress_bar",
+            "false", *extra)  # fmt: skip
+        ner(tmp, "predict", "--ckpt_path", best, "--data.predict_file", test_file,
+            "--data.predict_format", "conll", "--model.consistency", "3", "--output",
+            str(tmp / f"{name}.jsonl"), "--trainer.enable_progress_bar", "false",
+            *extra)  # fmt: skip
+    single = json.loads((tmp / "single-c" / "best.test-report.json").read_text())["metrics"]
+    assert json.loads((tmp / "ddp-c" / "best.test-report.json").read_text())["metrics"] == single
+    predictions = (tmp / "single-c" / "best.test-predictions.txt").read_text()
+    assert (tmp / "ddp-c" / "best.test-predictions.txt").read_text() == predictions
+    assert predictions.count("\n\n") == 17
+    records = (tmp / "single-c.jsonl").read_text()
+    assert (tmp / "ddp-c.jsonl").read_text() == records
+    assert len(records.splitlines()) == 17

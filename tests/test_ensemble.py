@@ -144,9 +144,12 @@ def test_ensemble_script_gives_the_documents_training_saw(trained, tmp_path, mon
     module = load_script("ensemble", "ensemble_script")
     seen = []
 
-    def iter_tags(model, words, doc_ids=None):
+    def iter_tags(model, words, consistency=None, doc_ids=None):
         seen.append(list(doc_ids))
+        weights.append(consistency)
         return [(["O"] * len(w), None) for w in words]
+
+    weights: list[float | None] = []
 
     monkeypatch.setattr(module, "iter_tags", iter_tags)
     ckpt = str(trained["ckpt"] / "best.ckpt")
@@ -155,3 +158,6 @@ def test_ensemble_script_gives_the_documents_training_saw(trained, tmp_path, mon
     marked = write_tiny_corpus(tmp_path / "marked.txt", tiny_sentences(4, seed=2), docs=2)
     module.main([ckpt, "--file", str(marked)])
     assert seen == [[0, 1, 2, 3, 4]] * 2 + [[0, 0, 1, 1]] * 2  # the member, then the ensemble
+    assert weights == [None] * 4  # each checkpoint's own consistency weight
+    module.main([ckpt, "--file", str(marked), "--consistency", "2"])
+    assert weights[4:] == [2.0, 2.0]

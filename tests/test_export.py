@@ -13,6 +13,7 @@ import pytest
 import torch
 from helpers import LABELS, emissions, run_ner
 
+from ner.inference.backends import ExportedTagger
 from ner.inference.export import export_onnx
 from ner.inference.routine import map_batches
 from ner.model.tagger import NERTagger
@@ -72,7 +73,9 @@ def reference(model: NERTagger) -> list[np.ndarray]:
 
 
 def test_export_runs_with_onnxruntime_alone(tmp_path, tiny_model_dir):
-    model = tagger(tiny_model_dir, word_features=WordFeatures(), head=LinearHead(crf=True))
+    model = tagger(
+        tiny_model_dir, word_features=WordFeatures(), head=LinearHead(crf=True), consistency=1.5
+    )
     folder = export_onnx(model, tmp_path / "export")
     out = tmp_path / "emissions.npy"
     subprocess.run(
@@ -88,6 +91,8 @@ def test_export_runs_with_onnxruntime_alone(tmp_path, tiny_model_dir):
     np.testing.assert_allclose(meta["decoding"]["transitions"], crf.transitions.detach())
     assert meta["decoding"]["transition_allowed"] == model.head.trans_allowed.tolist()
     assert meta["labels"] == LABELS and (folder / "model.int8.onnx").is_file()
+    assert meta["decoding"]["consistency"] == 1.5  # an export decodes as its checkpoint does
+    assert ExportedTagger(folder).consistency == 1.5
 
 
 @pytest.mark.parametrize(

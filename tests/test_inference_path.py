@@ -60,7 +60,7 @@ def test_ner_test_and_tagger_predict_give_the_same_emissions_with_context(contex
     spans = [{(e["start"], e["end"], e["label"]) for e in entities} for entities in predicted]
     for i, sentence in enumerate(words):
         _, offsets, text = words_and_offsets(sentence)
-        tags = cli.model.test_predictions[i]
+        tags = cli.model.test_eval.predictions[i]
         expected = entities_from_tags(tags, [1.0] * len(tags), offsets, text)
         assert {(e["start"], e["end"], e["label"]) for e in expected} == spans[i]
 

@@ -84,7 +84,7 @@ def test_tiny_model_overfits_twenty_sentences(tiny_model_dir, tiny_corpus_dir, c
     assert modes == [True] * 120
     [result] = trainer.test(tagger, datamodule=data, verbose=False)
     assert result["test/f1"] == pytest.approx(1.0)
-    assert set(tagger.test_predictions) == set(range(20))
+    assert set(tagger.test_eval.predictions) == set(range(20))
 
 
 def test_forward_shapes(tiny_model_dir, tiny_corpus_dir):

@@ -61,8 +61,11 @@ def from_checkpoint(config: Namespace, section: dict[str, Any]) -> None:
         config.model[name] = None if spec is None else Namespace(
             class_path=spec["class_path"], init_args=Namespace(**spec["init_args"]))  # fmt: skip
     for name, value in scalar_args(section).items():
-        if name != "metric_mode":  # an evaluation choice, left to the command line
-            config.model[name] = value
+        # evaluation choices, left to the command line: the metric always, the consistency
+        # weight where it gives one (else the checkpoint's)
+        if name == "metric_mode" or (name == "consistency" and config.model.get(name) is not None):
+            continue
+        config.model[name] = value
     config.model.encoder = materialize(section)
     config.model.labels = list(section["labels"])
     config.model.pretrained = False

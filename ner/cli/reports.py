@@ -77,9 +77,9 @@ def test_report(cli, ckpt_path: str | None, output: str | None, fmt: str) -> dic
     write the report and the conlleval predictions file; the payload written."""
     model, data = cli.model, cli.datamodule
     sentences = data.sentences("test")
-    done = sorted(model.test_predictions)  # all of them, unless the run was limited
+    done = sorted(model.test_eval.predictions)  # all of them, unless the run was limited
     scored = [sentences[i] for i in done]
-    predictions = [model.test_predictions[i] for i in done]
+    predictions = [model.test_eval.predictions[i] for i in done]
     analysis = analyse([w for w, _ in scored], [g for _, g in scored], predictions,
                        seen_entities(model, data), model.metric_mode)  # fmt: skip
     test_file = data.files["test"] or f"{data.hub_name}[test]"

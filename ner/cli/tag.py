@@ -42,10 +42,10 @@ def parser() -> argparse.ArgumentParser:
         " averaged with the first one's (torch backend)",
     )  # fmt: skip
     p.add_argument(
-        "--consistency", type=float, default=0.0, metavar="W",
+        "--consistency", type=float, default=None, metavar="W",
         help="weight of document-level consistency: a capitalised word repeated in a -DOCSTART-"
         " document, where the model is unsure of it, leans to the types of its other occurrences"
-        " (default 0: off; 1 measured best on dev, docs/results.md)",
+        " (default: the checkpoint's setting, `model.consistency`; 0: off)",
     )  # fmt: skip
     return p
 

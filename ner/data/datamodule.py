@@ -215,6 +215,11 @@ class NERDataModule(pl.LightningDataModule):
             for words, tags in zip(rows["tokens"], rows["ner_tags"], strict=True)
         ]
 
+    def documents(self, split: str) -> tuple[list[list[str]], list[int]]:
+        """Each sentence's words and document id in a split set up, in `sent_id` order."""
+        rows = self.datasets[split].select_columns(["tokens", "doc_id"])
+        return rows["tokens"], rows["doc_id"]
+
     @property
     def cache_root(self) -> Path | None:
         """Where tokenized splits (and, under `features/`, a frozen encoder's hidden states)

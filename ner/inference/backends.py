@@ -101,6 +101,7 @@ class ExportedTagger:
         self.word_inputs = tuple(data["word_inputs"])
         self.tokenizer = load_tokenizer(str(self.folder / "tokenizer"))
         self.head = decoder(self.labels, data["decoding"])
+        self.consistency = float(data["decoding"].get("consistency", 0.0))  # older: none
         self.runtime = OnnxEmissions(self.folder / data["models"][model])
 
     def __call__(self, batch: dict[str, Tensor]) -> Tensor:

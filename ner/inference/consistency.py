@@ -97,9 +97,14 @@ def pad(rows: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
 
 def sentence_outputs(model: Any, batch: dict[str, Tensor]) -> list[tuple[Tensor, Tensor]]:
     """Each sentence's emissions and tag probabilities `[n, C]` in a batch, on the CPU."""
-    emissions = model(batch).float()  # [batch, words, labels]
-    probs = model.head.probabilities(emissions, batch["word_mask"])  # [batch, words, labels]
-    lengths = batch["word_mask"].sum(1).tolist()
+    return split_outputs(model, model(batch), batch["word_mask"])
+
+
+def split_outputs(model: Any, emissions: Tensor, word_mask: Tensor) -> list[tuple[Tensor, Tensor]]:
+    """`sentence_outputs` of a batch's emissions `[B, W, C]` already computed."""
+    emissions = emissions.detach().float()  # [B, W, C]
+    probs = model.head.probabilities(emissions, word_mask)  # [B, W, C]
+    lengths = word_mask.sum(1).tolist()
     return [(e[:n].cpu(), p[:n].cpu()) for e, p, n in zip(emissions, probs, lengths, strict=True)]
 
 

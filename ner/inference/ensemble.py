@@ -56,6 +56,7 @@ class Ensemble(nn.Module):
         self.members = nn.ModuleList(members)
         self.tokenizer, self.labels = first.tokenizer, list(first.labels)
         self.window_settings = first.window_settings
+        self.consistency = getattr(first, "consistency", 0.0)  # the first checkpoint's setting
         self.crf = all(m.head.crf_layer is not None for m in members)
         # decoding only: its CRF holds the members' mean transitions, its linear layer is unused
         self.head = LinearHead(dropout=0.0, crf=self.crf)

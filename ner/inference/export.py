@@ -113,12 +113,14 @@ def trace(model: Tagger, path: Path) -> None:
 
 
 def decoding(model: Tagger) -> dict[str, Any]:
-    """How emissions become tags: the IOB2 constraints and, for a CRF head, its transitions."""
+    """How emissions become tags: the IOB2 constraints, the weight of document-level
+    consistency and, for a CRF head, its transitions."""
     head = model.head
     out: dict[str, Any] = {
         "kind": "crf" if head.crf_layer is not None else "softmax",
         "start_allowed": head.start_allowed.tolist(),
         "transition_allowed": head.trans_allowed.tolist(),  # [from][to]
+        "consistency": float(getattr(model, "consistency", 0.0)),  # document-level weight
     }
     if head.crf_layer is not None:
         crf = head.crf_layer

@@ -138,14 +138,16 @@ def map_batches(
 def iter_tags(
     model: Tagger,
     sentences: Iterable[Sequence[str]],
-    consistency: float = 0.0,
+    consistency: float | None = None,
     **kwargs: Any,
 ) -> Iterator[Tagged]:
     """(IOB2 tags, per-word scores) for each sentence, in input order (see `map_batches`).
 
     `consistency`: the weight of document-level consistency (`ner.inference.consistency`; 0:
-    off); it needs `doc_ids`.
+    off; None: the model's own, as its checkpoint recorded it); it needs `doc_ids`.
     """
+    if consistency is None:
+        consistency = getattr(model, "consistency", 0.0)
     if not consistency or kwargs.get("doc_ids") is None:
         return map_batches(model, lambda batch: decode_batch(model, batch), sentences, **kwargs)
     return _consistent_tags(model, sentences, consistency, **kwargs)

@@ -82,6 +82,7 @@ class PredictionFileWriter(BasePredictionWriter):
 
     def write_on_epoch_end(self, trainer, pl_module, predictions, batch_indices) -> None:
         rows = [row for batch in predictions for row in batch]
+        rows += pl_module.held_predictions()  # decoded by documents now, with consistency
         if dist.is_available() and dist.is_initialized():
             gathered: list[Any] = [None] * dist.get_world_size()
             dist.all_gather_object(gathered, rows)

@@ -42,6 +42,7 @@ SCALAR_ARGS = (
     "warmup_ratio",
     "scheme",
     "metric_mode",
+    "consistency",
 )
 
 

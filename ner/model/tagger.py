@@ -22,17 +22,17 @@ from ner.data.encoders import (
 from ner.data.feature_cache import FeatureCache
 from ner.data.windows import default_windows
 from ner.evaluation.analysis import training_entities
-from ner.evaluation.metrics import EntityF1
 from ner.inference.backends import accelerate
 from ner.inference.routine import decode_batch, predict_entities
 from ner.model import checkpoint
 from ner.model.distill import Teacher
+from ner.model.document_decoding import HeldOutputs
+from ner.model.evaluation import SplitEvaluation
 from ner.model.optim import optimizer_of, with_schedule
 from ner.modules.combiners import LastLayer, LayerCombiner
 from ner.modules.heads import LinearHead, TaggingHead
 from ner.modules.pooling import Mode, WordPooling
 from ner.modules.word_features import WordFeatures
-from ner.utils.distributed import merged
 from ner.utils.errors import NERError
 
 
@@ -56,6 +56,7 @@ class NERTagger(pl.LightningModule):
         warmup_ratio: float = 0.1,
         scheme: str = "IOB2",
         metric_mode: str = "default",
+        consistency: float | None = None,
         pretrained: bool = True,
         teacher: Teacher | None = None,
     ):
@@ -75,6 +76,7 @@ class NERTagger(pl.LightningModule):
         warmup_ratio: share of the steps with a linear warm-up; linear decay after.
         scheme: the training data's scheme, used to write predictions back (linked).
         metric_mode: entity matching, `default` (conlleval) or `strict` (IOB2).
+        consistency: weight of document-level consistency in decoding (None: a ckpt's, else 0).
         pretrained: False builds the encoder from its config only (checkpoint loading).
         teacher: distil an ensemble of checkpoints into this model (`ner.model.distill`).
         """
@@ -83,16 +85,16 @@ class NERTagger(pl.LightningModule):
             raise NERError("needs the label set (the data module provides it)", path="model.labels")
         self.save_hyperparameters(ignore=["combiner", "head", "word_features", "teacher"])
         self.labels = list(labels)
-        self.scheme, self.metric_mode = scheme, metric_mode
+        self.scheme, self.metric_mode, self.consistency = scheme, metric_mode, consistency or 0.0
         self.freeze_encoder, self.cache_features = freeze_encoder, cache_features
         self.encoder_lr, self.head_lr = encoder_lr, head_lr
         self.weight_decay, self.warmup_ratio = weight_decay, warmup_ratio
         self._build_encoder(encoder, pretrained, encoder_layers)
         self._build_parts(combiner, pooling, head, word_features)
-        self.val_metric = EntityF1(self.labels, mode=metric_mode)
-        self.test_metric = EntityF1(self.labels, mode=metric_mode)
+        self.val_eval = SplitEvaluation(self.labels, metric_mode)
+        self.test_eval = SplitEvaluation(self.labels, metric_mode)
+        self.held = HeldOutputs()  # predict's, with consistency
         self.train_entities: list[str] | None = None  # surface strings, for `ner test`
-        self.test_predictions: dict[int, list[str]] = {}
         self.test_report: dict[str, Any] | None = None
         self.runtime = None  # batch -> emissions by another engine (`accelerate`), or None
         self.checkpoint_path: Path | None = None  # the file it was loaded from, if any
@@ -193,51 +195,48 @@ class NERTagger(pl.LightningModule):
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["sent_id"]))
         return loss
 
-    def _eval_step(self, batch: dict[str, Tensor], metric: EntityF1, stage: str) -> Tensor:
+    def _eval_step(self, batch: dict[str, Tensor], evaluation: SplitEvaluation, stage: str):
         emissions = self(batch)
         loss = self.head.loss(emissions, batch["labels"], batch["word_mask"])
-        tags, _ = self.head.decode(emissions, batch["word_mask"])
-        metric.update(tags, batch["labels"], batch["word_mask"], batch["sent_id"])
         self.log(f"{stage}/loss", loss, batch_size=len(batch["sent_id"]), sync_dist=True)
-        return tags
+        evaluation.step(self, batch, emissions)
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._eval_step(batch, self.val_metric, "val")
+        self._eval_step(batch, self.val_eval, "val")
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        tags = self._eval_step(batch, self.test_metric, "test")
-        lengths = batch["word_mask"].sum(1).tolist()
-        for sent_id, row, n in zip(batch["sent_id"].tolist(), tags.tolist(), lengths, strict=True):
-            self.test_predictions[sent_id] = [self.labels[t] for t in row[:n]]
+        self._eval_step(batch, self.test_eval, "test")
 
     def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> list[dict[str, Any]]:
-        """Per sentence: `sent_id`, IOB2 `tags` and per-word `scores`."""
+        """Per sentence: `sent_id`, IOB2 `tags`, word `scores` (consistency: `held_predictions`)."""
+        if self.consistency:
+            return self.held.add(self, batch, self(batch)) or []
         tagged = decode_batch(self, batch)
         return [
             {"sent_id": s, "tags": tags, "scores": scores}
             for s, (tags, scores) in zip(batch["sent_id"].tolist(), tagged, strict=True)
         ]
 
-    def _log_metric(self, metric: EntityF1, stage: str) -> dict[str, float]:
-        # The metric all-gathers per-sentence counts itself, so the logged F1 is the global one.
-        values = {k: float(v) for k, v in metric.compute().items()}
-        metric.reset()
-        self.log_dict({f"{stage}/{k}": v for k, v in values.items()}, sync_dist=False)
-        return values
+    def held_predictions(self) -> list[dict[str, Any]]:
+        """`predict_step`'s rows of the sentences held for consistency, documents decoded whole."""
+        tagged = self.held.decode(self, "predict") if self.consistency else {}
+        self.held.gold = {}
+        return [{"sent_id": i, "tags": t, "scores": s} for i, (t, s) in tagged.items()]
 
     def on_validation_epoch_end(self) -> None:
-        self._log_metric(self.val_metric, "val")
+        values = self.val_eval.end(self, "val")
+        self.log_dict({f"val/{k}": v for k, v in values.items()}, sync_dist=False)
         weights = self.combiner.weights()
         if weights is not None:
             self.log_dict({f"combiner/weight_{i}": w for i, w in enumerate(weights.tolist())})
 
     def on_test_epoch_start(self) -> None:
-        self.test_predictions = {}
+        self.test_eval.start()
 
     def on_test_epoch_end(self) -> None:
-        self.test_report = self._log_metric(self.test_metric, "test")
-        # every rank tagged its share of the sentences: each ends up with all of them
-        self.test_predictions = merged(self.test_predictions)
+        # the metric all-gathers per-sentence counts itself, so the logged F1 is the global one
+        self.test_report = self.test_eval.end(self, "test")
+        self.log_dict({f"test/{k}": v for k, v in self.test_report.items()}, sync_dist=False)
 
     # ---- optimisation ------------------------------------------------------------------------
     def optimizer(self) -> torch.optim.AdamW:
