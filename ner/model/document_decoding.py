@@ -17,7 +17,7 @@ from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
 from ner.evaluation.metrics import EntityF1
-from ner.inference.consistency import decode_documents, split_outputs
+from ner.inference.consistency import decode_documents, pad, split_outputs
 from ner.utils.distributed import merged
 from ner.utils.errors import NERError
 
@@ -66,8 +66,6 @@ class HeldOutputs:
             return
         index = {label: i for i, label in enumerate(metric.labels)}
         pred = [torch.tensor([index[t] for t in tagged[i][0]], dtype=torch.long) for i in ids]
-        padded = pad_sequence(pred, batch_first=True)  # [B, W]
+        padded, word_mask = pad(pred)  # [B, W], [B, W]
         target = pad_sequence([gold[i] for i in ids], batch_first=True, padding_value=-100)
-        lengths = torch.tensor([len(p) for p in pred])  # [B]
-        word_mask = torch.arange(padded.shape[1]) < lengths[:, None]  # [B, W]
         metric.update(padded, target, word_mask, torch.tensor(ids))

@@ -23,10 +23,13 @@ class SplitEvaluation(nn.Module):
     Args:
         labels: the IOB2 label set.
         mode: entity matching, `default` (conlleval) or `strict` (IOB2).
+        keep_predictions: keep each sentence's tags (test's report reads them; validation
+            needs only the metric, and gathering tags from every rank each epoch costs).
     """
 
-    def __init__(self, labels: list[str], mode: str = "default") -> None:
+    def __init__(self, labels: list[str], mode: str = "default", keep_predictions: bool = True):
         super().__init__()
+        self.keep_predictions = keep_predictions
         self.metric = EntityF1(labels, mode=mode)
         self.held = HeldOutputs()
         self.predictions: dict[int, list[str]] = {}
@@ -42,6 +45,8 @@ class SplitEvaluation(nn.Module):
             return
         tags, _ = model.head.decode(emissions, batch["word_mask"])  # [B, W]
         self.metric.update(tags, batch["labels"], batch["word_mask"], batch["sent_id"])
+        if not self.keep_predictions:
+            return
         lengths = batch["word_mask"].sum(1).tolist()
         for sent_id, row, n in zip(batch["sent_id"].tolist(), tags.tolist(), lengths, strict=True):
             self.predictions[sent_id] = [model.labels[t] for t in row[:n]]
@@ -52,8 +57,10 @@ class SplitEvaluation(nn.Module):
         if model.consistency:
             tagged = self.held.decode(model, split)
             self.held.update_metric(self.metric, tagged)
-            self.predictions.update({i: tags for i, (tags, _) in tagged.items()})
+            if self.keep_predictions:
+                self.predictions.update({i: tags for i, (tags, _) in tagged.items()})
         values = {k: float(v) for k, v in self.metric.compute().items()}
         self.metric.reset()
-        self.predictions = merged(self.predictions)
+        if self.keep_predictions:
+            self.predictions = merged(self.predictions)
         return values

@@ -91,7 +91,7 @@ class NERTagger(pl.LightningModule):
         self.weight_decay, self.warmup_ratio = weight_decay, warmup_ratio
         self._build_encoder(encoder, pretrained, encoder_layers)
         self._build_parts(combiner, pooling, head, word_features)
-        self.val_eval = SplitEvaluation(self.labels, metric_mode)
+        self.val_eval = SplitEvaluation(self.labels, metric_mode, keep_predictions=False)
         self.test_eval = SplitEvaluation(self.labels, metric_mode)
         self.held = HeldOutputs()  # predict's, with consistency
         self.train_entities: list[str] | None = None  # surface strings, for `ner test`
