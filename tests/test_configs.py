@@ -4,6 +4,7 @@ what differs from the offline default (the README's commands run in test_readme.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from pathlib import Path
@@ -44,7 +45,19 @@ def test_every_experiment_holds_only_what_differs_from_the_default(tmp_path, mon
             if key == "model.encoder":  # the tiny encoder stands in for every one here
                 assert tree["model"]["encoder"] != BUNDLED_ENCODER, f"{path.name}: {key}"
                 continue
+            if key.endswith("+"):  # `callbacks+:` appends to the default's list
+                assert appended(config, default, key, tree), f"{path.name}: {key}"
+                continue
             assert config[key] != default[key], f"{path.name}: {key} restates the default"
+
+
+def appended(config, default, key: str, tree: dict) -> bool:
+    """Whether the parsed list under `key` (`trainer.callbacks+`) is the default's list followed
+    by the classes the file names."""
+    added = functools.reduce(lambda node, name: node[name], key.split("."), tree)
+    got = [item.class_path for item in config[key[:-1]]]
+    before = [item.class_path for item in default[key[:-1]]]
+    return got == before + [item["class_path"] for item in added]
 
 
 def leaves(tree: dict, prefix: str = "") -> list[str]:
