@@ -75,17 +75,9 @@ class EMAWeights(WeightAveraging):
             super().on_train_end(trainer, pl_module)
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
-        if not self.swapped:
-            super().on_save_checkpoint(trainer, pl_module, checkpoint)
-            return
-        # the module's state (already under "state_dict") is the average; the raw weights are in
-        # the averaged model while swapped
-        raw = self._average_model.state_dict()
-        checkpoint["current_model_state"] = {
-            name[len("module.") :]: value.clone()
-            for name, value in raw.items()
-            if name.startswith("module.")
-        }
-        checkpoint["averaging_state"] = {
-            name: value.clone() for name, value in raw.items() if not name.startswith("module.")
-        }
+        super().on_save_checkpoint(trainer, pl_module, checkpoint)
+        if self.swapped:  # the module holds the average and the averaged model the raw weights
+            checkpoint["state_dict"], checkpoint["current_model_state"] = (
+                checkpoint["current_model_state"],
+                checkpoint["state_dict"],
+            )
