@@ -146,7 +146,7 @@ def test_offline_default_instantiates_with_the_bundled_encoder(conll_dir, monkey
     features = cli.model.word_features
     assert features.casing_dim == 16 and features.char_dim == 16
     assert features.inputs == ("word_shape", "word_chars")
-    assert cli.datamodule.context_pieces == 32
+    assert cli.datamodule.context_pieces == 32 and cli.datamodule.batch_size == 16
     dirs = {c.dirpath for c in cli.trainer.callbacks if isinstance(c, ModelCheckpoint)}
     assert dirs == {str(ROOT / "checkpoints" / "conll2003-minilm")}
     assert cli.trainer.logger.name == "conll2003-minilm"

@@ -373,7 +373,7 @@ def options_of(call: list[str]) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     ("env", "devices", "per_rank"),
-    [({"SLURM_GPUS_PER_NODE": "a100:4"}, "4", "4"), ({"SLURM_NTASKS_PER_NODE": "8(x2)"}, "8", "2")],
+    [({"SLURM_GPUS_PER_NODE": "a100:4"}, "4", "2"), ({"SLURM_NTASKS_PER_NODE": "8(x2)"}, "8", "1")],
 )
 def test_the_sbatch_script_launches_both_commands_on_every_rank(tmp_path, env, devices, per_rank):
     script = ROOT / "scripts" / "slurm" / "fit-2-nodes.sbatch"
@@ -393,5 +393,5 @@ def test_the_sbatch_script_launches_both_commands_on_every_rank(tmp_path, env, d
         assert options["--trainer.strategy"] == "ddp"
         assert options["--trainer.precision"] == "bf16-mixed"
     assert fit[:3] == ["--kill-on-bad-exit=1", ".venv/bin/ner", "fit"]
-    assert options_of(fit)["--data.batch_size"] == per_rank  # 32 sentences a step in all
+    assert options_of(fit)["--data.batch_size"] == per_rank  # 16 sentences a step in all
     assert options_of(test)["--ckpt_path"] == "checkpoints/slurm/ner-7/best.ckpt"

@@ -7,6 +7,7 @@ import json
 import pytest
 from helpers import ROOT, run_ner
 
+from ner.cli.seeds import differences
 from ner.evaluation.seeds import markdown, mean_std, summary
 
 
@@ -86,3 +87,48 @@ def test_ner_seeds_trains_and_scores_each_seed(
         report = json.loads((test / "best.test-report.json").read_text())
         assert report["metrics"]["f1"] == run["test"]["f1"]
     assert "test F1" in tested
+
+
+def test_a_seed_whose_config_changed_is_trained_again(
+    tmp_path, tiny_model_dir, tiny_corpus_dir, capsys, monkeypatch
+):
+    """The same options no longer mean the same recipe when a config file (or a default) they
+    name has changed since: that seed is trained again, not read back as if it were current."""
+    import ner.cli.seeds as seeds
+
+    monkeypatch.chdir(tmp_path)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("data:\n  batch_size: 4\n")
+    argv = ["seeds", "--seeds", "1", "--run", "tiny",
+            "-c", str(ROOT / "configs" / "trainer.yaml"), "-c", str(recipe),
+            "--model.encoder", str(tiny_model_dir), "--data.data_dir", str(tiny_corpus_dir),
+            "--trainer.max_epochs", "1", "--trainer.enable_progress_bar", "false"]  # fmt: skip
+    assert run_ner(argv, capsys)[0] == 0
+    record = tmp_path / "checkpoints" / "tiny" / "seed-1" / "seed.json"
+    assert json.loads(record.read_text())["recipe"]["data"]["batch_size"] == 4
+    # a seed.json from before recipes were recorded: the run's config.yaml stands in for it
+    done = json.loads(record.read_text())
+    del done["recipe"]
+    record.write_text(json.dumps(done))
+    monkeypatch.setattr(seeds, "_train_and_score", lambda *a: pytest.fail("trained again"))
+    code, _, err = run_ner(argv, capsys)
+    assert code == 0, err
+    # the same configuration spelled otherwise (a relative path): still read back
+    code, _, err = run_ner([a if a != str(recipe) else "recipe.yaml" for a in argv], capsys)
+    assert code == 0, err
+    # the file changes under the same options: trained again, saying what changed
+    recipe.write_text("data:\n  batch_size: 8\n")
+    trained = []
+    monkeypatch.setattr(seeds, "_train_and_score", lambda *a: trained.append(a) or done["result"])
+    code, _, err = run_ner(argv, capsys)
+    assert code == 0, err
+    assert len(trained) == 1 and "data.batch_size: 4 -> 8" in err and "training again" in err
+    assert json.loads(record.read_text())["recipe"]["data"]["batch_size"] == 8
+
+
+def test_differences_name_each_changed_key():
+    before = {"data": {"batch_size": 32, "seed": 1}, "trainer": {"max_epochs": 3}}
+    now = {"data": {"batch_size": 16, "seed": 1}, "trainer": {"max_epochs": 3, "x": None}}
+    assert differences(before, now) == ["data.batch_size: 32 -> 16"]
+    assert differences(before, {**now, "trainer": {"max_epochs": 5}}) == [
+        "data.batch_size: 32 -> 16", "trainer.max_epochs: 3 -> 5"]  # fmt: skip

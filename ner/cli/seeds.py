@@ -9,23 +9,33 @@ unless a `-c` is given) and names the run `exp/NAME`. Seed S trains with `--seed
 (which also orders the batches) into `checkpoints/NAME/seed-S/`; its `best.ckpt` is evaluated with
 `ner test` on the dev file (reports in `seed-S/dev/`) and, with `--test`, on the test file
 (`seed-S/test/`). The table and the figures go to `runs/NAME/seeds.md` and `seeds.json`. A seed
-finished before with the same options (`seed-S/seed.json`) is read back, so an interrupted sweep
-resumes where it stopped.
+finished before with the same configuration (`seed-S/seed.json`) is read back, so an
+interrupted sweep resumes where it stopped. "The same" is the resolved configuration (config
+files and defaults as they are now), not the options as typed: a seed trained before a config
+file or a default changed is trained again, saying what changed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from ner.cli.lightning import CONFIGS_DIR, run_lightning
+import yaml
+
+from ner.cli.lightning import CONFIGS_DIR, NERCLI, run_lightning
 from ner.cli.main import summary as command_summary
+from ner.data.datamodule import NERDataModule
 from ner.evaluation.seeds import markdown, summary
+from ner.model.tagger import NERTagger
 from ner.utils.errors import NERError
 from ner.utils.files import atomic_write
+
+# The sections of a fit's config that decide what it trains (the rest are output options).
+RECIPE_KEYS = ("seed_everything", "trainer", "model", "data", "optimizer", "lr_scheduler", "run")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -67,6 +77,48 @@ def run_name(args: argparse.Namespace, fit_args: list[str]) -> str:
     return "seeds"
 
 
+class _Resolver(NERCLI):
+    """Parses and resolves a fit's config (files, class defaults, run name); builds nothing."""
+
+    def _set_seed(self) -> None:
+        return
+
+    def instantiate_classes(self) -> None:
+        return
+
+
+def recipe_of(dumped: str) -> dict[str, Any]:
+    """The recipe sections of a dumped config (a run's `config.yaml`, or `fit_recipe`'s)."""
+    config = yaml.safe_load(dumped) or {}
+    return {key: config.get(key) for key in RECIPE_KEYS}
+
+
+def fit_recipe(args: list[str]) -> dict[str, Any]:
+    """What `ner fit ARGS` would train, as the plain data its `config.yaml` holds: the config
+    files and the code's defaults as they are now (nothing is built or loaded)."""
+    cli = _Resolver(NERTagger, NERDataModule, args=args, run=False,
+                    parser_kwargs={"exit_on_error": False})  # fmt: skip
+    return recipe_of(cli.parser.dump(cli.config, skip_none=False))
+
+
+def saved_recipe(name: str, seed: int) -> dict[str, Any] | None:
+    """The recipe of a seed's newest `runs/NAME/seed-S/version_*/config.yaml` (None: none)."""
+    saved = sorted(
+        (Path("runs") / name / f"seed-{seed}").glob("version_*/config.yaml"),
+        key=lambda p: int(p.parent.name.split("_")[-1]),
+    )
+    return recipe_of(saved[-1].read_text()) if saved else None
+
+
+def differences(before: Any, now: Any, key: str = "") -> list[str]:
+    """Dotted keys whose values differ, with both values (`data.batch_size: 32 -> 16`)."""
+    if isinstance(before, dict) and isinstance(now, dict):
+        keys = list(before) + [k for k in now if k not in before]
+        found = (differences(before.get(k), now.get(k), f"{key}.{k}".lstrip(".")) for k in keys)
+        return [line for lines in found for line in lines]
+    return [] if before == now else [f"{key}: {before!r} -> {now!r}"]
+
+
 def _evaluate(ckpt: Path, data_file: str, out: Path) -> dict[str, Any]:
     run_lightning(
         ["test", "--ckpt_path", str(ckpt), "--data.test_file", data_file, "--output", str(out),
@@ -77,34 +129,46 @@ def _evaluate(ckpt: Path, data_file: str, out: Path) -> dict[str, Any]:
 
 def one_seed(seed: int, name: str, fit_args: list[str], test: bool) -> dict[str, Any]:
     """Train and score one seed; its dev (and test) report and fit wall time. A seed already
-    done with the same options (its `seed.json`) is read back, not trained again."""
+    trained with the same resolved config (however the options spelled it) is read back."""
     record = Path("checkpoints") / name / f"seed-{seed}" / "seed.json"
+    recipe = fit_recipe(seed_args(seed, name, fit_args))
     if record.is_file():
         done = json.loads(record.read_text())
-        if done.get("fit_args") == fit_args:
-            result = done["result"]
-            if not test or "test" in result:
-                return result
-            # Trained and scored on dev before: the test score needs only its checkpoint.
-            best = Path(result["checkpoint"])
-            result["test"] = _evaluate(best, result["files"]["test"], best.parent / "test")
-            _record(record, fit_args, result)
-            return result
+        before = done.get("recipe") or saved_recipe(name, seed)
+        changed = ["no saved config"] if before is None else differences(before, recipe)
+        if not changed:
+            return _read_back(record, done, test)
+        shown = "; ".join(changed[:3]) + ("; ..." if len(changed) > 3 else "")
+        print(f"seed {seed}: trained with another configuration ({shown}): training again",
+              file=sys.stderr)  # fmt: skip
     result = _train_and_score(seed, name, fit_args, test)
-    _record(record, fit_args, result)
+    _record(record, fit_args, result, recipe)
     return result
 
 
-def _record(record: Path, fit_args: list[str], result: dict[str, Any]) -> None:
+def _read_back(record: Path, done: dict[str, Any], test: bool) -> dict[str, Any]:
+    result = done["result"]
+    if test and "test" not in result:
+        # Trained and scored on dev before: the test score needs only its checkpoint.
+        best = Path(result["checkpoint"])
+        result["test"] = _evaluate(best, result["files"]["test"], best.parent / "test")
+        _record(record, done["fit_args"], result, done.get("recipe"))
+    return result
+
+
+def seed_args(seed: int, name: str, fit_args: list[str]) -> list[str]:
+    """The `ner fit` options (no subcommand) that train seed `seed` of run `name`."""
+    return [*fit_args, "--seed_everything", str(seed), "--run", f"{name}/seed-{seed}"]
+
+
+def _record(record: Path, fit_args: list[str], result: dict[str, Any], recipe: Any) -> None:
     with atomic_write(record) as handle:
-        json.dump({"fit_args": fit_args, "result": result}, handle, indent=2)
+        json.dump({"fit_args": fit_args, "recipe": recipe, "result": result}, handle, indent=2)
 
 
 def _train_and_score(seed: int, name: str, fit_args: list[str], test: bool) -> dict[str, Any]:
     started = time.perf_counter()
-    cli = run_lightning(
-        ["fit", *fit_args, "--seed_everything", str(seed), "--run", f"{name}/seed-{seed}"]
-    )
+    cli = run_lightning(["fit", *seed_args(seed, name, fit_args)])
     fit_s = time.perf_counter() - started
     files = cli.datamodule.files
     if not files.get("val") or (test and not files.get("test")):

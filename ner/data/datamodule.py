@@ -50,7 +50,7 @@ class NERDataModule(pl.LightningDataModule):
         stride: int | None = None,
         context_pieces: int | None = None,
         pack_words: int = 0,
-        batch_size: int = 32,
+        batch_size: int = 16,
         max_pieces: int | None = None,
         num_workers: int = 0,
         seed: int = 42,
@@ -70,7 +70,7 @@ class NERDataModule(pl.LightningDataModule):
         stride: pieces between window starts of a sentence longer than a window (None: half).
         context_pieces: pieces of the document's other sentences a side (None: ckpt's, else 0).
         pack_words: train on packs of a document's sentences of up to N words (0: off).
-        batch_size: sentences (training packs, with pack_words) per batch.
+        batch_size: sentences (training packs, with pack_words) per batch (16: docs/results.md).
         max_pieces: padded pieces (windows x longest) per batch, instead of batch_size.
         num_workers: DataLoader workers.
         seed: seed of the training batch order (linked from `seed_everything`).
