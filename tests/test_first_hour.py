@@ -184,6 +184,21 @@ def test_a_fit_without_validation_keeps_last_and_says_so(tiny_model_dir, tiny_co
     assert "no validation (limit_val_batches 0)" in err
 
 
+def test_a_fit_stopped_mid_epoch_by_max_steps_ends_cleanly(tiny_model_dir, tiny_corpus_dir, capsys):
+    """Regression: `--trainer.max_steps 1` with several batches an epoch stopped before any
+    validation, and early stopping, checked at the training epoch's end, raised on the missing
+    `val/f1`."""
+    argv = ["fit", "-c", str(ROOT / "configs" / "trainer.yaml"), "--model.encoder",
+            str(tiny_model_dir), "--data.data_dir", str(tiny_corpus_dir), "--data.batch_size",
+            "4", "--trainer.max_steps", "1", "--run", "onestep"]  # fmt: skip
+    code, out, err = run_ner(argv, capsys)
+    assert code == 0, err
+    assert out.strip().splitlines()[-1] == (
+        "fit: no validation ran, so no best checkpoint; last state: checkpoints/onestep/last.ckpt"
+    )
+    assert torch.load("checkpoints/onestep/last.ckpt", weights_only=True)["global_step"] == 1
+
+
 def test_fit_ends_with_one_line_naming_the_best_checkpoint(tiny_model_dir, tiny_corpus_dir, capsys):
     argv = [
         "fit",
