@@ -2,12 +2,14 @@
 at several weights (`ner tag --consistency W`; `ner.inference.consistency`).
 
     python scripts/consistency.py CKPT [CKPT...] [--weights W ...] [--sure P] [--file CONLL]
-                                  [--json PATH]
+                                  [--context-pieces N] [--json PATH]
 
 Each model scores the file's documents once through the one inference routine
 (`ner.inference.routine.map_batches`, its own window settings); every weight then decodes those
 scores document by document, exactly as `iter_tags(..., consistency=W)` does, and is scored with
-the metric `ner test` uses.
+the metric `ner test` uses. `--context-pieces N` reads N pieces of document context a side
+instead of the checkpoints' own (as `ner test --data.context_pieces N` would), to see what wider
+context is worth to models trained with less.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     dev = ROOT.parent / "shared" / "data" / "conll2003" / "eng.testa"
     p.add_argument("--file", default=str(dev), help="a CoNLL file (default: eng.testa)")
     p.add_argument("--no-ensemble", action="store_true", help="only the checkpoints alone")
+    p.add_argument("--context-pieces", type=int, help="context a side (default: each model's)")
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args(argv)
     corpus = read_conll(args.file)
@@ -56,6 +59,9 @@ def main(argv: list[str] | None = None) -> None:
     gold = [s.tags for s in corpus.sentences]
     types = sorted(corpus.entities())
     members = [load_tagger(c) for c in args.checkpoints]
+    for m in members:
+        if args.context_pieces is not None:
+            m.window_settings = m.window_settings.overridden(context_pieces=args.context_pieces)
     models = dict(zip(args.checkpoints, members, strict=True))
     if len(members) > 1 and not args.no_ensemble:
         models["ensemble"] = Ensemble(members, args.checkpoints)

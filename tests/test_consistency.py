@@ -138,3 +138,37 @@ def test_the_sweep_script_scores_each_weight_as_iter_tags_decodes_it(trained, tm
     plain = write_tiny_corpus(tmp_path / "plain.txt", tiny_sentences(3, seed=3), docs=0)
     with pytest.raises(SystemExit, match="no -DOCSTART-"):
         module.main([ckpt, "--file", str(plain)])
+
+
+def test_the_sweep_script_reads_the_context_it_is_given(trained, tmp_path, monkeypatch):
+    """`--context-pieces N`: each weight's F1 is that of the model decoding with N context pieces
+    a side instead of its checkpoint's own."""
+    from seqeval.metrics import f1_score
+
+    from ner.corpus.reader import read_conll
+    from ner.model.tagger import load_tagger
+
+    module = load_script("consistency", "consistency_script")
+    ckpt = str(trained["ckpt"] / "best.ckpt")
+    dev = write_tiny_corpus(tmp_path / "dev.txt", tiny_sentences(12, seed=4), docs=3)
+    out = tmp_path / "sweep.json"
+    seen = []  # the context each model scores the file with
+    routine = module.map_batches
+    monkeypatch.setattr(
+        module,
+        "map_batches",
+        lambda model, *a, **k: (
+            seen.append(model.window_settings.context_pieces) or routine(model, *a, **k)
+        ),
+    )
+    module.main(
+        [ckpt, "--file", str(dev), "--weights", "1", "--context-pieces", "5", "--json", str(out)]
+    )
+    assert seen == [5]
+    corpus = read_conll(str(dev))
+    model = load_tagger(ckpt)
+    assert model.window_settings.context_pieces != 5
+    model.window_settings = model.window_settings.overridden(context_pieces=5)
+    tags = iter_tags(model, [s.words for s in corpus.sentences], 1.0, doc_ids=corpus.doc_ids)
+    expected = f1_score([s.tags for s in corpus.sentences], [t for t, _ in tags])
+    assert json.loads(out.read_text())[ckpt]["1.0"]["f1"] == pytest.approx(expected)
