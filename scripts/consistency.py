@@ -59,8 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     gold = [s.tags for s in corpus.sentences]
     types = sorted(corpus.entities())
     members = [load_tagger(c) for c in args.checkpoints]
-    for m in members:
-        if args.context_pieces is not None:
+    if args.context_pieces is not None:
+        for m in members:
             m.window_settings = m.window_settings.overridden(context_pieces=args.context_pieces)
     models = dict(zip(args.checkpoints, members, strict=True))
     if len(members) > 1 and not args.no_ensemble:
