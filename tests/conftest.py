@@ -3,9 +3,11 @@ the shared CoNLL-2003 data, and two tiny models trained through the CLI (helpers
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +21,17 @@ from helpers import (
     tiny_sentences,
     write_tiny_corpus,
 )
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from ner.cli.lightning import run_lightning
+
+# hypothesis keeps caches (constants, Unicode tables) in `.hypothesis/` of the working folder,
+# the repository when pytest collects the property tests: a folder of the run's own instead
+pytest_plugins = ["ci_plugin"]
+
+HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="hypothesis-")
+atexit.register(shutil.rmtree, HYPOTHESIS_HOME, ignore_errors=True)
+set_hypothesis_home_dir(HYPOTHESIS_HOME)
 
 
 @pytest.fixture(scope="session")

@@ -4,26 +4,16 @@ sequences, NUL bytes. No crash, one prediction per word, offsets that index the 
 
 from __future__ import annotations
 
-import atexit
 import io
-import shutil
-import tempfile
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis.configuration import set_hypothesis_home_dir
 
 from ner.corpus.inputs import read_inputs
 from ner.corpus.text import split_words
 from ner.inference.routine import iter_tags
 from ner.model.tagger import NERTagger
-
-# hypothesis keeps caches (constants, Unicode tables) in `.hypothesis/` of the working folder,
-# the repository when pytest collects this module: a folder of the run's own instead
-HOME = tempfile.mkdtemp(prefix="hypothesis-")
-atexit.register(shutil.rmtree, HOME, ignore_errors=True)
-set_hypothesis_home_dir(HOME)
 
 LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 PIECES = [

@@ -13,7 +13,9 @@ the tagger's piece budget.
 from __future__ import annotations
 
 import signal
+import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from queue import Empty, Queue
 from typing import Any
@@ -25,8 +27,17 @@ from litserve.utils import LitAPIStatus, LoopResponseType
 
 from ner.inference.api import tag_requests
 from ner.inference.routine import Tagger
+from ner.utils.errors import first_line
 
 WARMUP = {"items": ["Warm up on one short sentence in London ."], "word_tags": False}
+
+
+def failure(exc: Exception) -> dict[str, Any]:
+    """The answer to a request that could not be tagged: a bug, so its traceback goes to the
+    log, and the request alone gets a one-line 500 (`ner.inference.server` answers it)."""
+    traceback.print_exception(exc, file=sys.stderr)
+    return {"error": f"could not tag this request ({type(exc).__name__}: {first_line(exc)})",
+            "status": 500}  # fmt: skip
 
 
 class PoolingLoop(BatchedLoop):
@@ -111,10 +122,25 @@ class TaggingAPI(ls.LitAPI):
         return list(inputs)
 
     def predict(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One answer a request, all tagged together."""
+        """One answer a request, all tagged together. Should tagging fail (a bug), each request
+        is tagged again alone, so only one that fails by itself gets an error (`failure`)."""
+        try:
+            return self._tag(requests)
+        except Exception as exc:  # noqa: BLE001  (any bug: the pooled requests must not share it)
+            if len(requests) == 1:
+                return [failure(exc)]
+        return [self._alone(request) for request in requests]
+
+    def _tag(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return tag_requests(
             self.model, requests, batch_size=self.max_batch_size, max_pieces=self.max_pieces
         )
+
+    def _alone(self, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self._tag([request])[0]
+        except Exception as exc:  # noqa: BLE001
+            return failure(exc)
 
     def unbatch(self, output: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return output

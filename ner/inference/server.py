@@ -78,6 +78,8 @@ def predict_endpoint(server: ls.LitServer, api: TaggingAPI, limits: Limits) -> C
             return error(exc.status, exc.message)
         # a plain dict is passed on as it is (LitServe reads a `Request` itself)
         answer = await handler.handle_request(work, dict)
+        if "error" in answer:  # this request alone could not be tagged (`batcher.failure`)
+            return error(answer["status"], answer["error"])
         body = json.dumps(answer, ensure_ascii=False).encode("utf-8")
         return Response(body, media_type="application/json")
 

@@ -146,6 +146,8 @@ class BiLSTMHead(TaggingHead):
         return 2 * self.hidden_size
 
     def features(self, words: Tensor, word_mask: Tensor) -> Tensor:
+        if words.shape[1] == 0:  # no sentence has a word: nothing to run (and packing refuses)
+            return words.new_zeros(*word_mask.shape, 2 * self.hidden_size)
         # Packing keeps padding out of the backward direction; word_mask is a prefix per sentence.
         lengths = word_mask.sum(1).clamp(min=1).cpu()
         packed = pack_padded_sequence(

@@ -65,15 +65,23 @@ class WordFeatures(nn.Module):
         if self.casing is not None:
             parts.append(self.casing(batch["word_shape"]))  # [B, W, casing_dim]
         if self.chars is not None:
-            chars = batch["word_chars"]
-            sentences, words, length = chars.shape
-            flat = self.chars(chars.view(-1, length)).transpose(1, 2)  # [B*W, char_dim, L]
-            conv = self.conv(flat)[..., :length]  # [B*W, filters, L]
-            pad = (chars.view(-1, 1, length) == 0).expand_as(conv)
-            pooled = conv.masked_fill(pad, float("-inf")).amax(-1)  # [B*W, filters]
-            pooled = torch.where(torch.isinf(pooled), 0.0, pooled)  # padding words: 0
-            parts.append(pooled.view(sentences, words, -1))  # [B, W, filters]
+            parts.append(self.characters(batch["word_chars"]))  # [B, W, filters]
         if not parts:
             shape = batch["word_mask"].shape
             return batch["word_mask"].new_zeros((*shape, 0), dtype=torch.float)
         return self.drop(torch.cat(parts, dim=-1))
+
+    def characters(self, chars: Tensor) -> Tensor:
+        """`[B, W, char_filters]` from the bytes `[B, W, L]` of each word; padding words: 0."""
+        sentences, words, length = chars.shape
+        if sentences * words * length == 0:
+            # a batch of empty texts has no word (or no byte): nothing to convolve, and
+            # `view(-1, ...)` of 0 elements is ambiguous
+            return self.conv.weight.new_zeros(sentences, words, self.char_filters)
+        flat = self.chars(chars.reshape(sentences * words, length)).transpose(1, 2)
+        # flat: [B*W, char_dim, L]
+        conv = self.conv(flat)[..., :length]  # [B*W, filters, L]
+        pad = (chars.reshape(sentences * words, 1, length) == 0).expand_as(conv)
+        pooled = conv.masked_fill(pad, float("-inf")).amax(-1)  # [B*W, filters]
+        pooled = torch.where(torch.isinf(pooled), 0.0, pooled)  # padding words: 0
+        return pooled.reshape(sentences, words, self.char_filters)  # [B, W, filters]
