@@ -57,17 +57,14 @@ def offline_child(args: argparse.Namespace) -> dict:
     """In a fresh process: export the HF anchor model, then time `ner tag`'s routine."""
     from benchmarks.common import build_tagger
     from benchmarks.predict import export_hf
-    from ner.cli.tag import load_model
     from ner.corpus.text import entities_from_tags, words_and_offsets
     from ner.inference.routine import iter_tags
+    from ner.serving.loader import load_model
 
     texts = json.loads(Path(args.texts).read_text(encoding="utf-8"))
     copied = export_hf(build_tagger(args.encoder, args.ckpt), Path(args.hf_dir))
     (Path(args.hf_dir) / "ready").touch()  # a smoke run starts the anchor now
-    ns = argparse.Namespace(
-        checkpoint=args.ckpt, backend=args.backend, quantize=args.quantize, device="cpu"
-    )
-    model = load_model(ns)
+    model = load_model(args.ckpt, args.backend, args.quantize, "cpu")
     prepared = [words_and_offsets(t) for t in texts]
     words = [p[0] for p in prepared]
     list(iter_tags(model, words[:64], batch_size=64))  # warm-up

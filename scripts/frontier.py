@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import markdown_table  # noqa: E402 (the repository root goes first)
-from ner.layers.plots import new_figure, save_figure  # noqa: E402
+from ner.layer_analysis.plots import new_figure, save_figure  # noqa: E402
 from ner.utils.files import atomic_write  # noqa: E402
 
 SIDES = {"torch bf16": "ours, bf16 autocast", "onnx int8": "ours, onnx int8"}

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import markdown_table  # noqa: E402 (the repository root goes first)
-from ner.evaluation.seeds import cell, summary  # noqa: E402
+from ner.evaluation.spread import cell, summary  # noqa: E402
 from ner.utils.files import atomic_write  # noqa: E402
 
 RECORDS = ROOT / "docs" / "runs"

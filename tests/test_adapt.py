@@ -10,8 +10,8 @@ from helpers import one_line_error, run_ner, tiny_sentences, write_tiny_corpus
 
 from ner.cli import adapt
 from ner.corpus.reader import read_conll
-from ner.data.encoders import load_encoder
 from ner.data.mlm import WholeWordMasking, piece_blocks
+from ner.modules.encoder import load_encoder
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 from helpers import TINY_WORDS, align_sentences
 
 from ner.data.alignment import build_windows, special_tokens, tokenize_words
-from ner.data.encoders import load_tokenizer
+from ner.data.pretrained import load_tokenizer
 from ner.utils.errors import NERError
 
 ZERO_PIECE = ["\u200b", "\x00", "\u00ad", "\u0301"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ner.evaluation.analysis import analyse, bootstrap_f1, format_analysis, training_entities
+from ner.evaluation.error_analysis import analyse, bootstrap_f1, format_analysis, training_entities
 from ner.evaluation.metrics import entity_counts, entity_scores
 
 WORDS = [

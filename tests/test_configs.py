@@ -16,7 +16,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ner.cli.lightning import CONFIGS_DIR, cli_for
 from ner.data.datamodule import NERDataModule
-from ner.data.encoders import BUNDLED_ENCODER
+from ner.data.pretrained import BUNDLED_ENCODER
 from ner.model.tagger import NERTagger
 from ner.utils.precision import auto_precision
 

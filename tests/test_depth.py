@@ -10,11 +10,11 @@ import pytest
 import torch
 from helpers import ROOT, run_ner
 
-from ner.data.encoders import depth, hidden_states, load_encoder
 from ner.inference.export import export_onnx, sample_batch
-from ner.layers.embed import WordStates, iter_word_states
+from ner.layer_analysis.embed import WordStates, iter_word_states
 from ner.model.tagger import NERTagger, load_tagger
 from ner.modules.combiners import ConcatLayers, LastLayer, ScalarMix, SingleLayer
+from ner.modules.encoder import depth, hidden_states, load_encoder
 from ner.modules.heads import LinearHead
 
 LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]

@@ -1,5 +1,5 @@
-"""`ner embed` and `ner.layers.embed`: word vectors of every hidden state, checked against the
-encoder's own `output_hidden_states=True` tensors pooled by hand."""
+"""`ner embed` and `ner.layer_analysis.embed`: word vectors of every hidden state, checked against
+the encoder's own `output_hidden_states=True` tensors pooled by hand."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 from helpers import one_line_error, run_ner
 
 from ner.data.alignment import align_rows
-from ner.layers.embed import WordStates, embed, iter_word_states
+from ner.layer_analysis.embed import WordStates, embed, iter_word_states
 
 LONG = "john smith visited paris and the bank of berlin said acme corp works in london".split()
 ZERO = "\u200b"  # a format character: BERT's tokenizer drops it, leaving the word no piece

@@ -13,9 +13,7 @@ from helpers import LABELS, run_ner, tiny_tagger_batch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ner.inference.api import tag_requests
 from ner.inference.backends import accelerate
-from ner.inference.batcher import TaggingAPI
 from ner.inference.ensemble import Ensemble
 from ner.inference.routine import iter_tags
 from ner.model import checkpoint
@@ -31,6 +29,8 @@ from ner.modules.combiners import (
 from ner.modules.heads import BiLSTMHead, LinearHead
 from ner.modules.pooling import MODES
 from ner.modules.word_features import WordFeatures
+from ner.serving.api import tag_requests
+from ner.serving.batcher import TaggingAPI
 
 EMPTY = ["", " ", "   ", "\n", "\t \r\n", "\u00a0\u2028"]
 REAL = "john smith visited paris and berlin with mary ."
@@ -196,10 +196,10 @@ def app(ckpt):
     from litserve.utils import wrap_litserve_start
     from test_serve import InProcess, info_of
 
-    from ner.cli.serve import load
-    from ner.inference.server import build_server
+    from ner.serving.loader import load_model
+    from ner.serving.server import build_server
 
-    server = build_server(partial(load, str(ckpt), "torch", None, "cpu"), info_of(str(ckpt)),
+    server = build_server(partial(load_model, str(ckpt), "torch", None, "cpu"), info_of(str(ckpt)),
                           threads=1)  # fmt: skip
     with wrap_litserve_start(server) as started:
         client = InProcess(started)

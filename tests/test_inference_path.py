@@ -15,6 +15,7 @@ from ner.corpus.text import entities_from_tags, words_and_offsets
 from ner.data.windows import WindowSettings
 from ner.inference.routine import iter_tags, map_batches
 from ner.model.tagger import load_tagger
+from ner.serving.loader import load_model
 
 
 def test_checkpoint_records_the_window_settings(context_run):
@@ -182,3 +183,29 @@ def test_a_checkpoint_of_the_flat_layout_loads_and_tags_as_it_did(capsys, tmp_pa
     assert code == 0, err
     lines = (tmp_path / "r" / "v2.test-predictions.txt").read_text().split("\n\n")[0]
     assert [line.split()[2] for line in lines.splitlines()] == expected["tags"][0]
+
+
+def test_a_checkpoint_of_the_layout_before_serving_moved_up_tags_as_it_did(capsys, tmp_path):
+    """tests/data/v3.ckpt: written by the code before the serving package, the encoder network
+    in ner.modules and ner.layer_analysis (4fa16a0): ScalarMix, CRF, casing and characters,
+    consistency 1, an empty text among documents. Python, `ner tag` and the serving loader."""
+    expected = json.loads((ROOT / "tests" / "data" / "v3.expected.json").read_text())
+    path = ROOT / "tests" / "data" / "v3.ckpt"
+    for tagger in (load_tagger(path), load_model(str(path), device="cpu")):
+        assert tagger.consistency == 1.0
+        assert tagger.window_settings == WindowSettings(**expected["windows"])
+        entities = tagger.predict(expected["texts"], doc_ids=expected["doc_ids"], bf16=False)
+        for got, want in zip(entities, expected["entities"], strict=True):
+            assert [{**e, "score": 0} for e in got] == [{**e, "score": 0} for e in want]
+            scores = [e["score"] for e in want]
+            assert [e["score"] for e in got] == pytest.approx(scores, abs=FP32_SCORE_TOLERANCE)
+        words = [t.split() for t in expected["texts"]]
+        tagged = iter_tags(tagger, words, doc_ids=expected["doc_ids"], bf16=False)
+        assert [tags for tags, _ in tagged] == expected["tags"]
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(expected["texts"]) + "\n", encoding="utf-8")
+    code, out, err = run_ner(["tag", str(path), str(source), "--device", "cpu"], capsys)
+    assert code == 0, err
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [r["text"] for r in records] == expected["texts"]
+    assert records[-1]["entities"] == []  # tagged one a line (no documents): the empty one too

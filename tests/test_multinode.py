@@ -28,7 +28,8 @@ import torch
 from helpers import ROOT, run_ner, tiny_sentences, write_tiny_corpus
 from pytorch_lightning.callbacks import Callback
 
-from ner.cli import distributed, lightning
+from ner.cli import launch as launch_checks
+from ner.cli import lightning
 from ner.cli.lightning import run_lightning
 from ner.utils.errors import NERError
 
@@ -331,10 +332,10 @@ def test_world_size_check(monkeypatch, env, trainer, message):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     if message is None:
-        distributed.check_world_size(trainer)
+        launch_checks.check_world_size(trainer)
         return
     with pytest.raises(NERError) as caught:
-        distributed.check_world_size(trainer)
+        launch_checks.check_world_size(trainer)
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
@@ -348,9 +349,9 @@ def test_end_process_group_takes_a_real_group_down():
     store = torch.distributed.TCPStore("127.0.0.1", free_port(), 1, is_master=True)
     torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
     assert torch.distributed.is_initialized()
-    distributed.end_process_group()
+    launch_checks.end_process_group()
     assert not torch.distributed.is_initialized()
-    distributed.end_process_group()  # none left: nothing to do
+    launch_checks.end_process_group()  # none left: nothing to do
 
 
 def test_every_lightning_command_ends_the_process_group(monkeypatch, capsys, trained,

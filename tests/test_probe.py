@@ -1,4 +1,5 @@
-"""`ner probe` and `ner.layers.probe`: per-layer probes trained on one stored encoding pass."""
+"""`ner probe` and `ner.layer_analysis.probe`: per-layer probes trained on one stored encoding
+pass."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from helpers import one_line_error, run_ner
 from PIL import Image
 
 import ner.cli.probe as command
-import ner.layers.probe as probe
+import ner.layer_analysis.probe as probe
 import ner.utils.files
-from ner.layers import probe_sweep, probe_tables
-from ner.layers.embed import WordStates
-from ner.layers.probe import ProbeData, collect
-from ner.layers.probe_sweep import TrainConfig, sweep, train_probe
-from ner.layers.probe_tables import best_layer
+from ner.layer_analysis import probe_sweep, probe_tables
+from ner.layer_analysis.embed import WordStates
+from ner.layer_analysis.probe import ProbeData, collect
+from ner.layer_analysis.probe_sweep import TrainConfig, sweep, train_probe
+from ner.layer_analysis.probe_tables import best_layer
 from ner.modules.combiners import SingleLayer
 from ner.modules.heads import LinearHead
 

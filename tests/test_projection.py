@@ -1,5 +1,6 @@
-"""`ner.layers.projection`: the type-stratified word sample, Procrustes alignment, the picture
-files of the `LayerProjection` callback inside a real fit, and `ner project` on its checkpoint."""
+"""`ner.layer_analysis.projection`: the type-stratified word sample, Procrustes alignment, the
+picture files of the `LayerProjection` callback inside a real fit, and `ner project` on its
+checkpoint."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from PIL import Image
 
 from ner.cli.lightning import CONFIGS_DIR, run_lightning
 from ner.corpus.schemes import entity_type
-from ner.layers.projection import (
+from ner.layer_analysis.projection import (
     LayerProjection,
     align,
     make_frame,
@@ -126,7 +127,7 @@ def fitted(tmp_path_factory, tiny_model_dir, tiny_corpus_dir):
                        "--model.encoder", str(tiny_model_dir),
                        "--model.combiner", "ner.modules.combiners.ScalarMix",
                        "--data.data_dir", str(tiny_corpus_dir), "--trainer.max_epochs", "2",
-                       "--trainer.callbacks+=ner.layers.projection.LayerProjection",
+                       "--trainer.callbacks+=ner.layer_analysis.projection.LayerProjection",
                        "--trainer.callbacks.output_dir", str(out),
                        "--trainer.callbacks.sample_per_type", "3",
                        "--trainer.enable_progress_bar", "false"])  # fmt: skip

@@ -8,7 +8,7 @@ import pytest
 from helpers import ROOT, run_ner
 
 from ner.cli.seeds import differences
-from ner.evaluation.seeds import markdown, mean_std, summary
+from ner.evaluation.spread import markdown, mean_std, summary
 
 
 def report(f1: float, per: float) -> dict:

@@ -28,11 +28,12 @@ from helpers import ROOT, TAG_LINES, one_line_error, run_ner
 from litserve.utils import wrap_litserve_start
 from seqeval.metrics.sequence_labeling import get_entities
 
-from ner.cli.serve import describe, load, processes
-from ner.inference.api import Limits, parse_request
-from ner.inference.batcher import PoolingLoop
-from ner.inference.server import UI, build_server
+from ner.cli.serve import describe, processes
 from ner.model.tagger import load_tagger
+from ner.serving.api import Limits, parse_request
+from ner.serving.batcher import PoolingLoop
+from ner.serving.loader import load_model
+from ner.serving.server import UI, build_server
 from ner.utils.precision import auto_precision
 
 BF16 = auto_precision("cpu") == "bf16-mixed"  # inference autocasts to bf16 here
@@ -107,7 +108,7 @@ def ckpt(trained) -> str:
 def app(ckpt):
     """The app with the default limits and one real inference worker (one thread, as the tests'
     own tagging runs, so both compute the same floats)."""
-    server = build_server(partial(load, ckpt, "torch", None, "cpu"), info_of(ckpt), threads=1)
+    server = build_server(partial(load_model, ckpt, "torch", None, "cpu"), info_of(ckpt), threads=1)
     with wrap_litserve_start(server) as started:
         client = InProcess(started)
         try:

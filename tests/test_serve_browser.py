@@ -51,8 +51,8 @@ def url(trained):
     from litserve.utils import wrap_litserve_start
 
     from ner.cli.serve import describe, load
-    from ner.inference.server import build_server
     from ner.model.tagger import load_tagger
+    from ner.serving.server import build_server
 
     ckpt = str(trained["ckpt"] / "best.ckpt")
     info = describe(load_tagger(ckpt), argparse.Namespace(checkpoint=ckpt, backend="torch",

@@ -21,9 +21,9 @@ from tensorboard.plugins.custom_scalar import layout_pb2
 
 from ner.cli.lightning import CONFIGS_DIR, cli_for, run_lightning
 from ner.corpus.reader import read_conll
-from ner.layers.plots import figure_pixels, plot_weights
-from ner.layers.projection import stratified_sample
-from ner.layers.tensorboard import TensorBoardExtras
+from ner.layer_analysis.plots import figure_pixels, plot_weights
+from ner.layer_analysis.projection import stratified_sample
+from ner.layer_analysis.tensorboard import TensorBoardExtras
 from ner.model.tagger import load_tagger
 
 TENSORBOARD = str(CONFIGS_DIR / "logger" / "tensorboard.yaml")
@@ -51,7 +51,7 @@ def run(tmp_path_factory, tiny_model_dir, tiny_corpus_dir):
                        "--trainer.precision", "32-true",
                        "--trainer.log_every_n_steps", "1", "--trainer.enable_progress_bar", "false",
                        f"--trainer.logger+={TENSORBOARD}",
-                       "--trainer.callbacks+=ner.layers.projection.LayerProjection",
+                       "--trainer.callbacks+=ner.layer_analysis.projection.LayerProjection",
                        "--trainer.callbacks.sample_per_type", "3"])  # fmt: skip
     logs = tmp / "runs" / "tb" / "version_0"
     events = EventAccumulator(str(logs), size_guidance={"images": 0, "scalars": 0, "tensors": 0})

@@ -8,7 +8,7 @@ from helpers import write_tiny_vocab
 
 from ner.corpus.shapes import SHAPES, byte_ids, shape_ids, word_shape
 from ner.data.batching import collate
-from ner.data.encoders import is_uncased
+from ner.data.pretrained import is_uncased
 from ner.model.tagger import NERTagger
 from ner.modules.word_features import WordFeatures
 

@@ -24,8 +24,8 @@ from torch.utils.data import ConcatDataset, DataLoader
 
 from ner.cli.main import summary as command_summary
 from ner.corpus.reader import read_conll
-from ner.data.encoders import BUNDLED_ENCODER, load_tokenizer
 from ner.data.mlm import WholeWordMasking, piece_blocks
+from ner.data.pretrained import BUNDLED_ENCODER, load_tokenizer
 from ner.data.windows import window_length
 from ner.model.adapt import MaskedLMAdapter
 from ner.utils.errors import NERError

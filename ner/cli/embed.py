@@ -21,8 +21,8 @@ from tqdm.auto import tqdm
 from ner.cli.main import summary
 from ner.corpus.inputs import KINDS, PredictInput, read_inputs
 from ner.corpus.reader import read_conll
-from ner.data.encoders import BUNDLED_ENCODER
-from ner.layers.embed import COMBINE, WordStates, check_layers, combine, iter_word_states
+from ner.data.pretrained import BUNDLED_ENCODER
+from ner.layer_analysis.embed import COMBINE, WordStates, check_layers, combine, iter_word_states
 from ner.model.tagger import load_tagger
 from ner.modules.pooling import MODES
 from ner.utils.errors import NERError

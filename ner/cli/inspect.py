@@ -9,7 +9,7 @@ import sys
 from ner.cli.main import summary
 from ner.corpus import schemes
 from ner.corpus.reader import read_conll
-from ner.data.encoders import encoder_config, load_tokenizer
+from ner.data.pretrained import encoder_config, load_tokenizer
 from ner.data.stats import corpus_stats, format_stats
 from ner.utils.errors import NERError
 

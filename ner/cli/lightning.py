@@ -18,13 +18,13 @@ from pytorch_lightning.cli import LightningCLI
 from pytorch_lightning.loggers import TensorBoardLogger
 from pytorch_lightning.utilities import rank_zero_only
 
-from ner.cli.distributed import SameResume, check_world_size, end_process_group, resume_path
+from ner.cli.launch import SameResume, check_world_size, end_process_group, resume_path
 from ner.cli.main import summary, usage
 from ner.cli.reports import TEST_FORMATS, fit_line, shown, test_report
 from ner.cli.runs import apply_run_name, loggers
 from ner.data.datamodule import NERDataModule
 from ner.inference.routine import CHUNK_SIZE
-from ner.layers.tensorboard import TensorBoardExtras
+from ner.layer_analysis.tensorboard import TensorBoardExtras
 from ner.model.callbacks import PredictionFileWriter, use_stderr_progress_bar
 from ner.model.checkpoint import (
     check_fits,

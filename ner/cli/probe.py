@@ -26,12 +26,12 @@ from pathlib import Path
 from ner.cli.main import summary
 from ner.corpus.reader import Corpus, Document, Sentence, check_labels, read_conll
 from ner.corpus.schemes import entity_types, label_list
-from ner.data.encoders import BUNDLED_ENCODER
+from ner.data.pretrained import BUNDLED_ENCODER
 from ner.data.splits import find_split_file
-from ner.layers.embed import WordStates
-from ner.layers.probe import ProbeData, encode_split
-from ner.layers.probe_sweep import TrainConfig, sweep
-from ner.layers.probe_tables import csv_rows, markdown
+from ner.layer_analysis.embed import WordStates
+from ner.layer_analysis.probe import ProbeData, encode_split
+from ner.layer_analysis.probe_sweep import TrainConfig, sweep
+from ner.layer_analysis.probe_tables import csv_rows, markdown
 from ner.modules.heads import TaggingHead
 from ner.modules.pooling import MODES
 from ner.utils.classes import load_class

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ner.cli.main import summary
 from ner.corpus.reader import read_conll
-from ner.layers.projection import METHODS, make_frame, stratified_sample, write_frame
+from ner.layer_analysis.projection import METHODS, make_frame, stratified_sample, write_frame
 from ner.model.tagger import load_tagger
 from ner.utils.extras import require
 from ner.utils.files import writable_folder

@@ -13,7 +13,7 @@ from typing import Any
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ner.corpus.outputs import write_test_outputs
-from ner.evaluation.analysis import analyse, format_analysis, training_entities
+from ner.evaluation.error_analysis import analyse, format_analysis, training_entities
 from ner.evaluation.metrics import format_report
 from ner.model.resume import LastCheckpoint
 

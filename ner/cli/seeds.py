@@ -29,7 +29,7 @@ import yaml
 from ner.cli.lightning import CONFIGS_DIR, NERCLI, run_lightning
 from ner.cli.main import summary as command_summary
 from ner.data.datamodule import NERDataModule
-from ner.evaluation.seeds import markdown, summary
+from ner.evaluation.spread import markdown, summary
 from ner.model.tagger import NERTagger
 from ner.utils.errors import NERError
 from ner.utils.files import atomic_write

@@ -2,8 +2,8 @@
 
 The model is loaded here first, so a bad checkpoint is a one-line error before any process
 starts (and an ONNX export is made once, not by each worker); LitServe then loads it again in
-each worker process. `ner.inference.server` has the app, `ner.inference.batcher` the workers,
-`ner.inference.api` the requests and answers.
+each worker process. `ner.serving.server` has the app, `ner.serving.batcher` the workers,
+`ner.serving.api` the requests and answers.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from ner.utils.extras import require
 
 require("serve", "ner serve")  # before the imports below need litserve: one line, not a traceback
 
-from ner.cli.tag import load_model  # noqa: E402
-from ner.inference.api import OFFSET_UNIT, Limits  # noqa: E402
 from ner.inference.backends import BACKENDS, ExportedTagger  # noqa: E402
 from ner.inference.routine import Tagger  # noqa: E402
-from ner.inference.server import HOSTS, build_server, serve  # noqa: E402
 from ner.model.checkpoint import module_spec  # noqa: E402
+from ner.serving.api import OFFSET_UNIT, Limits  # noqa: E402
+from ner.serving.loader import load_model  # noqa: E402
+from ner.serving.server import HOSTS, build_server, serve  # noqa: E402
 
 # Small pooled batches gain little from intra-op threads, and threads that wait on each other
 # lose much when a core is busy elsewhere: on a CPU, workers of a few threads each serve more.
@@ -105,14 +105,6 @@ def processes(args: argparse.Namespace, device: str) -> tuple[int, int | None]:
     return workers, max(1, cpus // workers)
 
 
-def load(checkpoint: str, backend: str, quantize: str | None, device: str) -> Tagger:
-    """The model, as `ner tag` loads it (picklable as a partial: LitServe's workers call it)."""
-    args = argparse.Namespace(
-        checkpoint=checkpoint, backend=backend, quantize=quantize, device=device
-    )
-    return load_model(args)
-
-
 def describe(tagger: Tagger, args: argparse.Namespace) -> dict[str, Any]:
     """What `/info` says of the model."""
     exported = isinstance(tagger, ExportedTagger)
@@ -135,11 +127,11 @@ def main(argv: list[str]) -> int:
     """Serve until SIGINT or SIGTERM."""
     args = parser().parse_args(argv)
     check(args)
-    tagger = load_model(args)
+    tagger = load_model(args.checkpoint, args.backend, args.quantize, args.device)
     info = describe(tagger, args)
     workers, threads = processes(args, next(tagger.parameters()).device.type)
     del tagger  # each worker loads its own
-    loader = partial(load, args.checkpoint, args.backend, args.quantize, args.device)
+    loader = partial(load_model, args.checkpoint, args.backend, args.quantize, args.device)
     limits = Limits(args.max_chars, args.max_texts)
     server = build_server(
         loader, info, limits, args.max_batch_size, args.batch_timeout, workers, threads,

@@ -11,12 +11,9 @@ from tqdm.auto import tqdm
 from ner.cli.main import summary
 from ner.corpus.inputs import KINDS, decode_lines, open_input, read_conll_input, text_passages
 from ner.corpus.outputs import FORMATS, write_predictions
-from ner.inference.backends import BACKENDS, ExportedTagger, is_export
-from ner.inference.ensemble import Ensemble
-from ner.inference.routine import Tagged, Tagger, iter_tags
-from ner.model.tagger import load_tagger
-from ner.utils.errors import NERError
-from ner.utils.precision import resolve_device
+from ner.inference.backends import BACKENDS
+from ner.inference.routine import Tagged, iter_tags
+from ner.serving.loader import load_model
 
 
 def parser() -> argparse.ArgumentParser:
@@ -50,21 +47,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def load_model(args: argparse.Namespace) -> Tagger:
-    """The model to tag with: a checkpoint on its device and backend, or an export folder."""
-    ensemble = getattr(args, "ensemble", [])  # `ner serve` shares this loader, without it
-    if ensemble and (is_export(args.checkpoint) or args.backend != "torch" or args.quantize):
-        raise NERError("an ensemble of checkpoints runs on the torch backend", path="--ensemble")
-    if is_export(args.checkpoint):
-        return ExportedTagger(args.checkpoint, args.quantize)
-    onnx_auto = args.backend == "onnx" and args.device == "auto"  # onnx runs on the CPU
-    device = resolve_device("cpu" if onnx_auto else args.device)
-    if ensemble:
-        paths = [args.checkpoint, *ensemble]
-        return Ensemble([load_tagger(p) for p in paths], paths).to(device)
-    return load_tagger(args.checkpoint).to(device).accelerate(args.backend, args.quantize)
-
-
 def _progress(tagged: Iterable[Tagged]) -> Iterable[Tagged]:
     # no total when streaming; the delay keeps it off for small inputs
     return tqdm(tagged, unit="sent", delay=2.0)
@@ -74,7 +56,8 @@ def main(argv: list[str]) -> int:
     """Tag; an output file appears whole or not at all (on stdout, records before an error
     stay). Text input is read, tagged and written a chunk at a time."""
     args = parser().parse_args(argv)
-    tagger = load_model(args)  # a bad checkpoint fails before any input is read
+    # a bad checkpoint fails before any input is read
+    tagger = load_model(args.checkpoint, args.backend, args.quantize, args.device, args.ensemble)
     with open_input(args.input, args.input_format) as (name, kind, raw):
         corpus, doc_ids = None, None
         if kind == "conll":

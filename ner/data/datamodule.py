@@ -19,9 +19,9 @@ from ner.corpus.inputs import PredictInput
 from ner.corpus.reader import Corpus
 from ner.data import dataset as ds
 from ner.data.batching import LengthBucketSampler, ResumableLoader, collate, window_lengths
-from ner.data.encoders import encoder_config, load_tokenizer
 from ner.data.feature_batches import FeatureBatches, ready
 from ner.data.packing import pack_dataset
+from ner.data.pretrained import encoder_config, load_tokenizer
 from ner.data.splits import SPLIT_FILES, Splits, find_split_file
 from ner.data.windows import WindowSettings, default_windows
 from ner.utils.errors import NERError

@@ -25,8 +25,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ner.data.encoders import load_tokenizer
 from ner.data.feature_cache import encoder_fingerprint
+from ner.data.pretrained import load_tokenizer
 from ner.data.windows import WindowSettings
 from ner.inference.export import FORMAT, VERSION, export_onnx
 from ner.inference.routine import predict_entities

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
-from ner.data.encoders import loading, no_progress_bar, resolve_encoder
+from ner.data.pretrained import loading, no_progress_bar, resolve_encoder
 
 
 class MaskedLMAdapter(pl.LightningModule):

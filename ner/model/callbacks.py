@@ -19,7 +19,7 @@ from pytorch_lightning.utilities.model_summary import get_human_readable_count
 
 from ner.corpus.outputs import check_format, open_output, write_predictions, write_predictions_to
 from ner.corpus.reader import subset
-from ner.data.encoders import depth
+from ner.modules.encoder import depth
 
 
 def _on_stderr(init: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -24,8 +24,8 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from ner.data.encoders import depth, layer_stack
 from ner.data.windows import WindowSettings
+from ner.modules.encoder import depth, layer_stack
 from ner.utils.classes import class_path, load_class
 from ner.utils.errors import NERError, first_line
 

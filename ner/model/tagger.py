@@ -11,25 +11,19 @@ import torch
 from torch import Tensor
 
 from ner.data.batching import move_batch
-from ner.data.encoders import (
-    BUNDLED_ENCODER,
-    hidden_states,
-    is_uncased,
-    keep_layers,
-    load_encoder,
-    load_tokenizer,
-)
 from ner.data.feature_cache import FeatureCache
+from ner.data.pretrained import BUNDLED_ENCODER, is_uncased, load_tokenizer
 from ner.data.windows import default_windows
-from ner.evaluation.analysis import training_entities
+from ner.evaluation.error_analysis import training_entities
 from ner.inference.backends import accelerate
 from ner.inference.routine import decode_batch, predict_entities
 from ner.model import checkpoint
 from ner.model.distill import Teacher
 from ner.model.document_decoding import HeldOutputs
-from ner.model.evaluation import SplitEvaluation
 from ner.model.optim import optimizer_of, with_schedule
+from ner.model.split_evaluation import SplitEvaluation
 from ner.modules.combiners import LastLayer, LayerCombiner
+from ner.modules.encoder import hidden_states, keep_layers, load_encoder
 from ner.modules.heads import LinearHead, TaggingHead
 from ner.modules.pooling import Mode, WordPooling
 from ner.modules.word_features import WordFeatures

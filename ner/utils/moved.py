@@ -25,7 +25,7 @@ MOVED = {
     "ner.shapes": "ner.corpus.shapes",
     "ner.inputs": "ner.corpus.inputs",
     "ner.outputs": "ner.corpus.outputs",
-    "ner.encoders": "ner.data.encoders",
+    "ner.encoders": "ner.data.pretrained",
     "ner.alignment": "ner.data.alignment",
     "ner.dataset": "ner.data.dataset",
     "ner.splits": "ner.data.splits",
@@ -40,8 +40,8 @@ MOVED = {
     "ner.crf": "ner.modules.crf",
     "ner.word_features": "ner.modules.word_features",
     "ner.metrics": "ner.evaluation.metrics",
-    "ner.analysis": "ner.evaluation.analysis",
-    "ner.seeds": "ner.evaluation.seeds",
+    "ner.analysis": "ner.evaluation.error_analysis",
+    "ner.seeds": "ner.evaluation.spread",
     "ner.backends": "ner.inference.backends",
     "ner.export": "ner.inference.export",
     "ner.tagger": "ner.model.tagger",
@@ -49,11 +49,24 @@ MOVED = {
     "ner.optim": "ner.model.optim",
     "ner.callbacks": "ner.model.callbacks",
     "ner.resume": "ner.model.resume",
-    "ner.embed": "ner.layers.embed",
-    "ner.probe": "ner.layers.probe",
-    "ner.projection": "ner.layers.projection",
-    "ner.plots": "ner.layers.plots",
-}
+    "ner.embed": "ner.layer_analysis.embed",
+    "ner.probe": "ner.layer_analysis.probe",
+    "ner.projection": "ner.layer_analysis.projection",
+    "ner.plots": "ner.layer_analysis.plots",
+    # the second reorganisation: serving above the model, the encoder network beside the
+    # combiners (its names and files stay in data), layer analysis named for what it is
+    "ner.data.encoders": "ner.data.pretrained",
+    "ner.evaluation.analysis": "ner.evaluation.error_analysis",
+    "ner.evaluation.seeds": "ner.evaluation.spread",
+    "ner.model.evaluation": "ner.model.split_evaluation",
+    "ner.cli.distributed": "ner.cli.launch",
+    "ner.inference.api": "ner.serving.api",
+    "ner.inference.batcher": "ner.serving.batcher",
+    "ner.inference.server": "ner.serving.server",
+    "ner.layers": "ner.layer_analysis",
+    **{f"ner.layers.{name}": f"ner.layer_analysis.{name}" for name in (
+        "embed", "plots", "probe", "probe_sweep", "probe_tables", "projection", "tensorboard")},
+}  # fmt: skip
 
 
 def current(class_path: str) -> str:
@@ -84,4 +97,6 @@ class _OldNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def install() -> None:
     """Let the old module names import (once per process)."""
     if not any(isinstance(f, _OldNames) for f in sys.meta_path):
-        sys.meta_path.append(_OldNames())
+        # first: an old name inside a renamed package (`ner.layers.probe`) would otherwise be
+        # found by the path finder in the new package's folder, as a second module object
+        sys.meta_path.insert(0, _OldNames())

@@ -13,11 +13,12 @@ import torch
 from torch import Tensor, nn
 
 from ner.corpus.text import words_and_offsets
-from ner.data.encoders import depth, hidden_states, keep_layers, load_encoder, load_tokenizer
+from ner.data.pretrained import load_tokenizer
 from ner.data.windows import WindowSettings, default_windows
 from ner.inference.routine import map_batches
 from ner.model.tagger import NERTagger
 from ner.modules.combiners import LayerCombiner, resolve_layers
+from ner.modules.encoder import depth, hidden_states, keep_layers, load_encoder
 from ner.modules.pooling import Mode, WordPooling
 from ner.utils.errors import NERError
 

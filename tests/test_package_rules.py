@@ -14,8 +14,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "ner"
 
 # lowest first: a package may import from itself and from the packages before it
-PACKAGES = ["utils", "corpus", "data", "modules", "evaluation", "inference", "model", "layers",
-            "cli"]  # fmt: skip
+PACKAGES = ["utils", "corpus", "data", "modules", "evaluation", "inference", "model", "serving",
+            "layer_analysis", "cli"]  # fmt: skip
 RANK = {name: rank for rank, name in enumerate(PACKAGES)}
 TOP = ("__init__", "__main__")  # the lazy facade and `python -m ner`, above everything
 HEAVY = {"torch", "transformers", "pytorch_lightning", "lightning_fabric", "datasets"}
@@ -210,3 +210,22 @@ def test_the_length_check_catches_a_long_function(tmp_path):
     body = "".join(f"    x{i} = {i}\n" for i in range(60))
     root = plant(tmp_path, {"utils/a.py": f"def f():\n{body}"})
     assert too_long(root) == ["utils/a.py:1 f: 61 lines"]
+
+
+def test_every_old_module_name_imports_the_module_it_became():
+    """Checkpoints and configs name classes by the paths they were written with (ner/utils/
+    moved.py): each old name gives the very module object of its new one, also inside a
+    renamed package, where the path finder would otherwise load a second copy."""
+    import importlib
+
+    from ner.utils.moved import MOVED, current
+
+    for old, new in MOVED.items():
+        assert importlib.import_module(old) is importlib.import_module(new), old
+    assert current("ner.layers.projection.LayerProjection") == (
+        "ner.layer_analysis.projection.LayerProjection"
+    )
+    from ner.layer_analysis.projection import LayerProjection
+    from ner.layers.projection import LayerProjection as Old
+
+    assert Old is LayerProjection

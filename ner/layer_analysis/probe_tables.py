@@ -1,11 +1,11 @@
-"""The tables of a probe sweep (`ner.layers.probe_sweep`): probe.csv and probe.md, each row
+"""The tables of a probe sweep (`ner.layer_analysis.probe_sweep`): probe.csv and probe.md, each row
 with its dev (and test) F1 over seeds and its cost: the encoder layers its features need."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ner.evaluation.seeds import cell
+from ner.evaluation.spread import cell
 
 
 def best_layer(rows: Sequence[dict]) -> int:

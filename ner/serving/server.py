@@ -1,7 +1,7 @@
 """`ner serve`'s HTTP side on LitServe: the app, its routes, and a run that stops cleanly.
 
 Routes: `POST /predict` (validated here, in the HTTP process, then queued to the inference
-worker, `ner.inference.batcher`), `GET /health` and `GET /info` (LitServe's: ready only once every
+worker, `ner.serving.batcher`), `GET /health` and `GET /info` (LitServe's: ready only once every
 worker has loaded the model; the model's description, limits and batching), `GET /ui/` (the page,
 static files shipped in the package). Every error is a one-line JSON `{"error": "..."}`.
 
@@ -36,9 +36,9 @@ from litserve.server import RegularRequestHandler
 from litserve.utils import configure_logging
 from starlette.exceptions import HTTPException
 
-from ner.inference.api import Limits, RequestError, parse_request
-from ner.inference.batcher import TaggingAPI
 from ner.inference.routine import Tagger
+from ner.serving.api import Limits, RequestError, parse_request
+from ner.serving.batcher import TaggingAPI
 from ner.utils.errors import NERError
 
 UI = Path(__file__).resolve().parent / "ui"

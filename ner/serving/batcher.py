@@ -6,7 +6,7 @@ for more only while the first request is younger than `batch_timeout`: the batch
 holds `max_batch_size` texts (not requests: one request may carry many) or at that deadline,
 whichever comes first. Under load, requests queue while the worker tags, so batches fill without
 waiting; alone, a request waits at most `batch_timeout`. The pooled texts then go through THE
-inference routine as one input (`ner.inference.api.tag_requests`): length-sorted, in batches under
+inference routine as one input (`ner.serving.api.tag_requests`): length-sorted, in batches under
 the tagger's piece budget.
 """
 
@@ -25,8 +25,8 @@ import torch
 from litserve.loops.simple_loops import BatchedLoop
 from litserve.utils import LitAPIStatus, LoopResponseType
 
-from ner.inference.api import tag_requests
 from ner.inference.routine import Tagger
+from ner.serving.api import tag_requests
 from ner.utils.errors import first_line
 
 WARMUP = {"items": ["Warm up on one short sentence in London ."], "word_tags": False}
@@ -34,7 +34,7 @@ WARMUP = {"items": ["Warm up on one short sentence in London ."], "word_tags": F
 
 def failure(exc: Exception) -> dict[str, Any]:
     """The answer to a request that could not be tagged: a bug, so its traceback goes to the
-    log, and the request alone gets a one-line 500 (`ner.inference.server` answers it)."""
+    log, and the request alone gets a one-line 500 (`ner.serving.server` answers it)."""
     traceback.print_exception(exc, file=sys.stderr)
     return {"error": f"could not tag this request ({type(exc).__name__}: {first_line(exc)})",
             "status": 500}  # fmt: skip
@@ -80,7 +80,7 @@ class PoolingLoop(BatchedLoop):
 
 
 class TaggingAPI(ls.LitAPI):
-    """Tags validated requests (`ner.inference.api.parse_request`) in pooled batches.
+    """Tags validated requests (`ner.serving.api.parse_request`) in pooled batches.
 
     Args:
         loader: a picklable callable returning the `Tagger` (LitServe builds it in each worker
@@ -116,7 +116,7 @@ class TaggingAPI(ls.LitAPI):
         self.predict([WARMUP])
 
     def decode_request(self, request: dict[str, Any]) -> dict[str, Any]:
-        return request  # validated by the HTTP process (ner.inference.server)
+        return request  # validated by the HTTP process (ner.serving.server)
 
     def batch(self, inputs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         return list(inputs)

@@ -24,7 +24,7 @@ import numpy as np
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import TensorBoardLogger
 
-from ner.layers.plots import figure_pixels, plot_panel, plot_weights
+from ner.layer_analysis.plots import figure_pixels, plot_panel, plot_weights
 from ner.utils.extras import missing
 
 METADATA = ["word", "gold", "predicted", "correct"]  # the projector's columns, per word

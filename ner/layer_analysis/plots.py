@@ -1,5 +1,5 @@
-"""Pictures of `ner.layers.projection`: the panel grid of a frame (and a panel alone), the GIF
-over epochs, the scalar-mix weights over epochs and as bars, each written whole
+"""Pictures of `ner.layer_analysis.projection`: the panel grid of a frame (and a panel alone),
+the GIF over epochs, the scalar-mix weights over epochs and as bars, each written whole
 (`ner.utils.files.atomic_write`) or rendered to pixels for TensorBoard.
 matplotlib (Agg, no pyplot state) and Pillow are imported only when a picture is drawn."""
 
@@ -39,8 +39,9 @@ def type_colours(types: Sequence[str]) -> dict[str, Any]:
 
 
 def plot_grid(rows: Mapping[str, Any], title: str) -> Any:
-    """A matplotlib Figure: a row of panels a sample (`ner.layers.projection.Frame`), a panel
-    each of its `names`, points coloured by gold type and crossed where the prediction is wrong."""
+    """A matplotlib Figure: a row of panels a sample (`ner.layer_analysis.projection.Frame`), a
+    panel each of its `names`, points coloured by gold type and crossed where the prediction is
+    wrong."""
     cols = max(len(frame.names) for frame in rows.values())
     fig = new_figure(2.0 * cols, 2.1 * len(rows) + 0.5)
     types = sorted({entity_type(t) for f in rows.values() for t in f.gold})

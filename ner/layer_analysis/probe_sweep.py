@@ -1,4 +1,4 @@
-"""Training the probes of `ner.layers.probe`: one probe a hidden state or combination and
+"""Training the probes of `ner.layer_analysis.probe`: one probe a hidden state or combination and
 seed, each trained until dev F1 stops improving (`patience` epochs without a better one, at most
 `epochs`), the state of its best dev epoch kept; a sweep over every state and combination."""
 
@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ner.evaluation.seeds import mean_std
-from ner.layers.probe import Probe, ProbeData, score
+from ner.evaluation.spread import mean_std
+from ner.layer_analysis.probe import Probe, ProbeData, score
 from ner.modules.combiners import (
     LAST_FOUR,
     ConcatLayers,

@@ -23,9 +23,9 @@ from pytorch_lightning.callbacks import Callback
 
 from ner.corpus.schemes import entity_type
 from ner.inference.routine import iter_tags
-from ner.layers.embed import WordStates, iter_word_states
-from ner.layers.plots import plot_grid, plot_mix, save_figure, write_gif
-from ner.layers.tensorboard import log_frames, log_step, panel_tag, writers
+from ner.layer_analysis.embed import WordStates, iter_word_states
+from ner.layer_analysis.plots import plot_grid, plot_mix, save_figure, write_gif
+from ner.layer_analysis.tensorboard import log_frames, log_step, panel_tag, writers
 from ner.model.tagger import NERTagger
 from ner.utils.errors import NERError
 from ner.utils.extras import require
@@ -203,7 +203,7 @@ class LayerProjection(Callback):
     `epoch-XX.png`, `epoch-XX.npz`, `layers.gif`, `scalar-mix.png` (a combiner with weights), and
     the silhouette scores logged as `projection/ROW/PANEL`. With a TensorBoardLogger, also the
     pictures as images and the word vectors in the embedding projector
-    (`ner.layers.tensorboard.log_frames`). Only rank 0 computes and writes."""
+    (`ner.layer_analysis.tensorboard.log_frames`). Only rank 0 computes and writes."""
 
     def __init__(
         self,

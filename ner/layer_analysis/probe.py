@@ -3,8 +3,8 @@ encoder): the data and the model of a probe. The encoder runs once a split (`enc
 pooled word vectors of all L + 1 hidden states are kept as one float16 array `[words, L + 1,
 hidden]`, and every probe trains on slices of it: each state standardised with train's mean and
 spread (so the probe's optimum does not depend on the state's scale), then a combiner
-(`ner.modules.combiners`) and a tagging head. Training: `ner.layers.probe_sweep`; tables:
-`ner.layers.probe_tables`.
+(`ner.modules.combiners`) and a tagging head. Training: `ner.layer_analysis.probe_sweep`; tables:
+`ner.layer_analysis.probe_tables`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from ner.evaluation.metrics import entity_counts, entity_scores
-from ner.layers.embed import WordStates, iter_word_states
+from ner.layer_analysis.embed import WordStates, iter_word_states
 from ner.modules.combiners import LayerCombiner
 from ner.modules.heads import IGNORE, TaggingHead
 from ner.utils.errors import NERError
@@ -86,7 +86,7 @@ def encode_split(
     tags: Sequence[Sequence[str]], labels: list[str], **kwargs,
 ) -> Split:  # fmt: skip
     """The encoder's one pass over a split: all hidden states of every word (`kwargs` go to
-    `ner.layers.embed.iter_word_states`: batch size, piece budget)."""
+    `ner.layer_analysis.embed.iter_word_states`: batch size, piece budget)."""
     states = iter_word_states(model, words, doc_ids, layers=None, **kwargs)
     bar = tqdm(states, total=len(words), unit="sent", desc="encoding", delay=2.0, leave=False)
     return collect((vectors for vectors, _ in bar), tags, labels)
