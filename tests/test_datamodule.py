@@ -6,7 +6,7 @@ import pytest
 import torch
 from helpers import tiny_sentences, write_tiny_corpus
 
-import ner.data.datamodule as dm
+import ner.data.splits as splits
 from ner.data.batching import LengthBucketSampler, batches_by_length, collate
 from ner.data.datamodule import NERDataModule
 from ner.utils.errors import NERError
@@ -233,7 +233,7 @@ def test_missing_training_data(tmp_path, tiny_model_dir):
     data = NERDataModule(tokenizer=str(tiny_model_dir))
     with pytest.raises(NERError, match="no training data"):
         data.labels  # noqa: B018
-    assert dm.SPLIT_FILES["val"][0] == "eng.testa"
+    assert splits.SPLIT_FILES["val"][0] == "eng.testa"
 
 
 class _Recorder(__import__("pytorch_lightning").LightningModule):

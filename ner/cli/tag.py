@@ -10,7 +10,7 @@ from tqdm.auto import tqdm
 
 from ner.cli.main import summary
 from ner.corpus.inputs import KINDS, decode_lines, open_input, read_conll_input, text_passages
-from ner.corpus.outputs import FORMATS, write_predictions
+from ner.corpus.outputs import TAG_FORMATS, write_predictions
 from ner.inference.backends import BACKENDS
 from ner.inference.routine import Tagged, iter_tags
 from ner.serving.loader import load_model
@@ -21,7 +21,11 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ner tag", description=summary("tag"))
     p.add_argument("checkpoint", help="a checkpoint, or a folder written by `ner export`")
     p.add_argument("input", nargs="?", default="-", help="text or CoNLL file; - for stdin")
-    p.add_argument("--format", choices=FORMATS, default="jsonl", help="output format")
+    p.add_argument(
+        "--format", choices=TAG_FORMATS, default="jsonl",
+        help="output format; spacy, doccano, label-studio: pre-annotations to import into those"
+        " tools (label-studio: one JSON list of tasks with the model's predictions)",
+    )  # fmt: skip
     p.add_argument(
         "--input-format",
         choices=KINDS,
@@ -71,5 +75,7 @@ def main(argv: list[str]) -> int:
         tagged = iter_tags(
             tagger, words, consistency=args.consistency, doc_ids=doc_ids, batch_size=args.batch_size
         )
-        write_predictions(passages, _progress(tagged), args.format, args.output, corpus, name)
+        write_predictions(
+            passages, _progress(tagged), args.format, args.output, corpus, name, args.checkpoint
+        )
     return 0

@@ -3,7 +3,8 @@
 Predictions: JSONL (one record a passage: `line`, `text`, `entities` with character offsets into
 that text) or CoNLL (the input's columns plus the predicted tag in its scheme; `word tag` lines
 for text input, one block a line: a blank line ends each block, so a line with no words is a
-lone blank line and block n is line n). A file appears whole or not at all.
+lone blank line and block n is line n). `ner tag` also writes the span files annotation tools
+import (`span_writers`: spacy, doccano, label-studio). A file appears whole or not at all.
 """
 
 from __future__ import annotations
@@ -18,18 +19,20 @@ from typing import IO, Any
 from ner.corpus.inputs import Passage
 from ner.corpus.reader import Corpus, write_conll
 from ner.corpus.schemes import from_iob2
+from ner.corpus.span_writers import TOOL_FORMATS, write_tool_records
 from ner.corpus.text import entities_from_tags
 from ner.utils.errors import NERError
 from ner.utils.files import atomic_write
 
-FORMATS = ("jsonl", "conll")
+FORMATS = ("jsonl", "conll")  # `ner predict` writes these (appended a part at a time)
+TAG_FORMATS = (*FORMATS, *TOOL_FORMATS)  # `ner tag` writes these too
 Tagged = tuple[list[str], list[float]]  # IOB2 tags and per-word scores of one passage
 
 
-def check_format(fmt: str) -> str:
-    """`fmt` if it is an output format, else a one-line error naming `--format`."""
-    if fmt not in FORMATS:
-        raise NERError(f"must be one of {', '.join(FORMATS)}, not {fmt!r}", path="--format")
+def check_format(fmt: str, formats: tuple[str, ...] = FORMATS) -> str:
+    """`fmt` if it is one of `formats`, else a one-line error naming `--format`."""
+    if fmt not in formats:
+        raise NERError(f"must be one of {', '.join(formats)}, not {fmt!r}", path="--format")
     return fmt
 
 
@@ -49,8 +52,12 @@ def json_record(passage: Passage, tagged: Tagged) -> dict[str, Any]:
     return {"line": passage.line, "text": passage.text, "entities": entities}
 
 
-def write_passages(out: IO[str], fmt: str, rows: Iterable[tuple[Passage, Tagged]]) -> int:
+def write_passages(
+    out: IO[str], fmt: str, rows: Iterable[tuple[Passage, Tagged]], model_version: str = "ner"
+) -> int:
     """Write each passage's predictions as it comes; returns the passages written."""
+    if fmt in TOOL_FORMATS:
+        return write_tool_records(out, fmt, rows, model_version)
     count = 0
     for passage, tagged in rows:
         if fmt == "jsonl":
@@ -69,12 +76,14 @@ def write_predictions(
     output: str | None,
     corpus: Corpus | None = None,
     name: str = "input",
+    model_version: str = "ner",
 ) -> int:
     """Predictions for `passages` as `fmt` to `output` (stdout if None): CoNLL input (`corpus`)
-    in CoNLL keeps its columns and scheme. No passage: a one-line error, and no file."""
-    check_format(fmt)
+    in CoNLL keeps its columns and scheme; `model_version` names the model in Label Studio's
+    predictions. No passage: a one-line error, and no file."""
+    check_format(fmt, TAG_FORMATS)
     with open_output(output) as out:
-        written = write_predictions_to(out, passages, tagged, fmt, corpus)
+        written = write_predictions_to(out, passages, tagged, fmt, corpus, model_version)
         if not written:
             raise NERError("no text to tag", path=name)
     return written
@@ -86,6 +95,7 @@ def write_predictions_to(
     tagged: Iterable[Tagged],
     fmt: str,
     corpus: Corpus | None = None,
+    model_version: str = "ner",
 ) -> int:
     """`write_predictions` into an open stream (one part of a longer output); the passages
     written."""
@@ -93,7 +103,7 @@ def write_predictions_to(
         predictions = [tags for tags, _ in tagged]
         write_conll(out, corpus, predictions, corpus.scheme)
         return len(predictions)
-    return write_passages(out, fmt, zip(passages, tagged, strict=True))
+    return write_passages(out, fmt, zip(passages, tagged, strict=True), model_version)
 
 
 def write_test_outputs(

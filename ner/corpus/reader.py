@@ -47,6 +47,7 @@ class Corpus:
     path: str
     scheme: str  # the file's scheme: "IOB1" | "IOB2" | "BIOES"
     documents: list[Document]
+    format: str = "conll"  # or the span format read (`span_corpus`): a record's words, one line
 
     @property
     def sentences(self) -> list[Sentence]:
@@ -234,7 +235,7 @@ def subset(corpus: Corpus, indices: Sequence[int]) -> Corpus:
         start += len(doc.sentences)
         if sentences:
             documents.append(Document(sentences, doc.docstart))
-    return Corpus(corpus.path, corpus.scheme, documents)
+    return Corpus(corpus.path, corpus.scheme, documents, corpus.format)
 
 
 def check_labels(corpus: Corpus, labels: Sequence[str]) -> None:
@@ -246,7 +247,7 @@ def check_labels(corpus: Corpus, labels: Sequence[str]) -> None:
                 raise NERError(
                     f"tag {tag!r} is not in the training label set [{', '.join(labels)}]",
                     corpus.path,
-                    s.line + i,
+                    s.line + i if corpus.format == "conll" else s.line,
                 )
 
 

@@ -17,12 +17,13 @@ from torch.utils.data import DataLoader
 
 from ner.corpus.inputs import PredictInput
 from ner.corpus.reader import Corpus
+from ner.corpus.span_corpus import CorpusFormat
 from ner.data import dataset as ds
 from ner.data.batching import LengthBucketSampler, ResumableLoader, collate, window_lengths
 from ner.data.feature_batches import FeatureBatches, ready
 from ner.data.packing import pack_dataset
 from ner.data.pretrained import encoder_config, load_tokenizer
-from ner.data.splits import SPLIT_FILES, Splits, find_split_file
+from ner.data.splits import Splits
 from ner.data.windows import WindowSettings, default_windows
 from ner.utils.errors import NERError
 
@@ -56,12 +57,15 @@ class NERDataModule(pl.LightningDataModule):
         seed: int = 42,
         scheme: str = "auto",
         tag_column: int = -1,
+        format: str = "auto",
+        misaligned: str = "refuse",
+        offsets: str = "codepoints",
         cache_dir: str | None = None,
         labels: list[str] | None = None,
     ):
         """Args:
         data_dir: folder with eng.train/eng.testa/eng.testb or train/dev/test (.txt or .conll).
-        train_file, val_file, test_file: CoNLL files, each overriding the folder's (and the hub's).
+        train_file, val_file, test_file: CoNLL or span files, each overriding the folder's/hub's.
         predict_file: text (one passage a line) or CoNLL file to tag with `ner predict`.
         predict_format: auto (by extension, else content), text or conll.
         hub_name: hub dataset, `save_to_disk` folder or parquet file with `tokens` + `ner_tags`.
@@ -74,28 +78,25 @@ class NERDataModule(pl.LightningDataModule):
         max_pieces: padded pieces (windows x longest) per batch, instead of batch_size.
         num_workers: DataLoader workers.
         seed: seed of the training batch order (linked from `seed_everything`).
-        scheme: tag scheme of the files: auto, IOB1, IOB2 or BIOES.
-        tag_column: column of the tag in the files.
+        scheme, tag_column: the CoNLL files' tag scheme (auto, IOB1, IOB2, BIOES) and tag column.
+        format: auto (by content), conll, jsonl-ner, spacy, doccano or label-studio (span files).
+        misaligned, offsets: span files: refuse/expand/drop misaligned spans; codepoints/utf16.
         cache_dir: caches the aligned splits and frozen features (`ner fit`: runs/RUN/cache).
         labels: the IOB2 label set (None: from the training data, or the checkpoint's).
         """
         super().__init__()
-        self.tokenizer_name = tokenizer
         self.max_length, self.stride, self.context_pieces = max_length, stride, context_pieces
         self.batch_size, self.max_pieces, self.pack_words = batch_size, max_pieces, pack_words
-        self.num_workers, self.seed = num_workers, seed
+        self.tokenizer_name, self.num_workers, self.seed = tokenizer, num_workers, seed
         self.cache_dir, self.hub_name = cache_dir, hub_name
-        given = {"train": train_file, "val": val_file, "test": test_file}
-        files = {s: given[s] or find_split_file(data_dir, s) for s in SPLIT_FILES}
-        files["predict"] = predict_file
-        self.splits = Splits(files, hub_name, scheme, tag_column, cache_dir, predict_format)
-        self.datasets, self._feature_stores = {}, {}  # split -> aligned Dataset / FeatureStore
-        self.zero_piece_words: dict[str, int] = {}
+        given = {"train": train_file, "val": val_file, "test": test_file, "predict": predict_file}
+        reading = CorpusFormat(format, scheme, tag_column, misaligned, offsets)
+        self.splits = Splits(given, data_dir, hub_name, reading, cache_dir, predict_format)
+        self.datasets, self._feature_stores, self.zero_piece_words = {}, {}, {}  # by split
         self.feature_cache = None  # a FeatureCache, set by a tagger with a frozen encoder
         self._labels: list[str] | None = list(labels) if labels else None
         self.word_inputs: tuple[str, ...] = ()  # per-word inputs the model's features read
-        self._tokenizer = self._settings = self._model_settings = None  # see their properties
-        self._scratch: str | None = None  # temporary feature folder when no cache_dir is set
+        self._tokenizer = self._settings = self._model_settings = self._scratch = None  # lazy
 
     @property
     def files(self) -> dict[str, str | None]:

@@ -1,5 +1,6 @@
-"""Where a data module's splits come from: CoNLL files (a folder or one file a split), a hub
-dataset (or a `save_to_disk` folder, or parquet), and the prediction input."""
+"""Where a data module's splits come from: CoNLL or span files (a folder or one file a split;
+`ner.corpus.span_corpus`), a hub dataset (or a `save_to_disk` folder, or parquet), and the
+prediction input."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ner.corpus.inputs import PredictInput, iter_inputs, read_inputs
-from ner.corpus.reader import Corpus, check_labels, read_conll
+from ner.corpus.reader import Corpus, check_labels
 from ner.corpus.schemes import entity_types, label_list
+from ner.corpus.span_corpus import CorpusFormat, read_corpus
 from ner.data import dataset as ds
 from ner.utils.errors import NERError
 
@@ -34,20 +36,22 @@ def find_split_file(data_dir: str | None, split: str) -> str | None:
 
 
 class Splits:
-    """The sources of train/val/test (files override the hub's splits) and of predict."""
+    """The sources of train/val/test (files override the hub's splits) and of predict: `given`
+    files (train, val, test, predict) and, for the splits not given, `data_dir`'s."""
 
     def __init__(
         self,
-        files: dict[str, str | None],
+        given: dict[str, str | None],
+        data_dir: str | None = None,
         hub_name: str | None = None,
-        scheme: str = "auto",
-        tag_column: int = -1,
+        reading: CorpusFormat | None = None,
         cache_dir: str | None = None,
         predict_format: str = "auto",
     ):
-        self.files, self.hub_name = files, hub_name
-        self.scheme, self.tag_column, self.cache_dir = scheme, tag_column, cache_dir
-        self.predict_format = predict_format
+        self.files = {s: given.get(s) or find_split_file(data_dir, s) for s in SPLIT_FILES}
+        self.files["predict"] = given.get("predict")
+        self.hub_name, self.reading = hub_name, reading or CorpusFormat()
+        self.cache_dir, self.predict_format = cache_dir, predict_format
         self.corpora: dict[str, Corpus] = {}  # file split -> corpus, for writing predictions back
         self.predict_input: PredictInput | None = None
         self._predict_part: PredictInput | None = None  # set while `predict_parts` runs
@@ -59,7 +63,7 @@ class Splits:
     def corpus(self, split: str) -> Corpus:
         """The `reader.Corpus` of a file split, read once."""
         if split not in self.corpora:
-            self.corpora[split] = read_conll(self.files[split], self.scheme, self.tag_column)
+            self.corpora[split] = read_corpus(self.files[split], self.reading)
         return self.corpora[split]
 
     def train_labels(self) -> list[str]:
