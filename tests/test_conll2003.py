@@ -1,4 +1,4 @@
-"""The real CoNLL-2003 files read exactly (counts from /work/shared/data/README.md)."""
+"""The real CoNLL-2003 files read exactly (counts from ../shared/data/README.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The CUDA path on a GPU: marked `gpu`, deselected by default (pyproject's addopts) and run by
-`pytest -m gpu` (scripts/gpu_check.sh) where a GPU is lent, where a missing CUDA is a failure.
+`pytest -m gpu` (scripts/gpu_check.sh) on a machine with CUDA; there a missing CUDA is a failure.
 The CUDA branches that can run on CPU are tested elsewhere (test_precision's automatic
 precision with a mocked CUDA)."""
 

@@ -16,7 +16,7 @@ _TIPS = (
 
 
 # logged on import by torchao (which transformers imports whenever it is installed) and by the
-# ONNX exporter: kernels for GPUs this machine does not have, enums registered the old way, and
+# ONNX exporter: kernels for GPUs that are not there, enums registered the old way, and
 # torchvision's operators (unused) not being there
 _IMPORT_NOISE = {
     "torchao": ("Failed to load ",),
