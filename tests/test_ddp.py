@@ -50,7 +50,7 @@ def ddp_run(tmp_path_factory, tiny_model_dir):
 def test_ddp_fit_saves_each_checkpoint_once(ddp_run):
     tmp, _ = ddp_run
     assert sorted(p.name for p in (tmp / "checkpoints" / "ddp").iterdir()) == [
-        "best.ckpt", "last.ckpt"
+        "README.md", "best.ckpt", "last.ckpt"
     ]  # fmt: skip
     metrics = (tmp / "runs" / "ddp" / "version_0" / "metrics.csv").read_text().splitlines()
     assert len([m for m in metrics[1:] if m.split(",")[metrics[0].split(",").index("val/f1")]])

@@ -197,8 +197,8 @@ def test_caches_checkpoints_and_logs_are_written_once_per_disk(fitted):
         for path in layers:
             assert written[path] == 1, path
     checkpoints = nodes[0] / "checkpoints" / "mn"
-    assert sorted(p.name for p in checkpoints.iterdir()) == ["best.ckpt", "last.ckpt"]
-    for name in ("best.ckpt", "last.ckpt"):
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["README.md", "best.ckpt", "last.ckpt"]
+    for name in ("README.md", "best.ckpt", "last.ckpt"):
         assert writers_of[checkpoints / name] == {"0"}  # machine 0 alone writes checkpoints
     if layout == "separate":
         assert not (nodes[1] / "checkpoints").exists()

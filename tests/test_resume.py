@@ -148,4 +148,4 @@ def test_kill_9_then_ckpt_path_last_ends_as_the_uninterrupted_run(
     for name in expected:
         assert torch.equal(expected[name], got[name]), name
     leftovers = [p.name for p in (tmp_path / "killed" / "checkpoints" / "r").iterdir()]
-    assert sorted(leftovers) == ["best.ckpt", "last.ckpt"]
+    assert sorted(leftovers) == ["README.md", "best.ckpt", "last.ckpt"]

@@ -3,7 +3,8 @@
 Beyond Lightning's CLI: the data -> model links (tokenizer, labels, scheme, seed), `run: NAME`
 (checkpoints to `checkpoints/NAME/`, logs to `runs/NAME/`), the model, tokenizer, labels and
 window settings of `--ckpt_path` for evaluation and prediction, automatic precision, the
-prediction writer, and the evaluation report of `ner test`.
+prediction writer, the evaluation report of `ner test`, and the model card beside the checkpoint
+(`ner fit` writes it, `ner test` adds its test scores).
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ from pytorch_lightning.cli import LightningCLI
 from pytorch_lightning.loggers import TensorBoardLogger
 from pytorch_lightning.utilities import rank_zero_only
 
+from ner.cli.fit_card import write_fit_card
 from ner.cli.launch import SameResume, check_world_size, end_process_group, resume_path
 from ner.cli.main import summary, usage
+from ner.cli.model_card import add_test_scores
 from ner.cli.reports import TEST_FORMATS, fit_line, shown, test_report
 from ner.cli.runs import apply_run_name, loggers
 from ner.data.datamodule import NERDataModule
 from ner.inference.routine import CHUNK_SIZE
 from ner.layer_analysis.tensorboard import TensorBoardExtras
-from ner.model.callbacks import PredictionFileWriter, use_stderr_progress_bar
+from ner.model.callbacks import PredictionFileWriter, ValidationHistory, use_stderr_progress_bar
 from ner.model.checkpoint import (
     check_fits,
     materialize,
@@ -75,7 +78,7 @@ def from_checkpoint(config: Namespace, section: dict[str, Any]) -> None:
 
 class NERCLI(LightningCLI):
     """LightningCLI with the data -> model links, checkpoint-only evaluation, progress on
-    stderr, and the reports of `ner fit` and `ner test` on stdout."""
+    stderr, the reports of `ner fit` and `ner test` on stdout, and the model card."""
 
     def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any):
         self._adding = subcommand  # `add_arguments_to_parser` adds this command's own options
@@ -92,6 +95,11 @@ class NERCLI(LightningCLI):
         if self.subcommand in CKPT_SUBCOMMANDS:
             return  # evaluation and prediction draw no random numbers: no seed to report
         super()._set_seed()
+
+    def parse_arguments(self, parser, args) -> None:
+        # the command as given, for the model card: the words `ner` hands on, else sys.argv's
+        self.argv = [str(a) for a in args] if isinstance(args, list | tuple) else sys.argv[1:]
+        super().parse_arguments(parser, args)
 
     def _parse_ckpt_path(self) -> None:
         # Lightning would parse the checkpoint's hyperparameters into the config, importing
@@ -160,6 +168,8 @@ class NERCLI(LightningCLI):
             isinstance(c, TensorBoardExtras) for c in trainer.callbacks
         ):
             trainer.callbacks.append(TensorBoardExtras())
+        if self.subcommand == "fit":  # the model card's per-type dev scores
+            trainer.callbacks.append(ValidationHistory())
         if self.subcommand == "predict":
             config = self.config["predict"]
             fmt = config.get("format") or "jsonl"
@@ -182,6 +192,7 @@ class NERCLI(LightningCLI):
     def after_fit(self) -> None:
         if self.trainer.is_global_zero:
             print(fit_line(self.trainer))
+            write_fit_card(self, self._command_config())
 
     def after_test(self) -> None:
         if self.model.test_report is None or not self.trainer.is_global_zero:
@@ -190,7 +201,8 @@ class NERCLI(LightningCLI):
         fmt = config.get("format") or "text"
         if fmt not in TEST_FORMATS:
             raise NERError(f"ner test writes {' or '.join(TEST_FORMATS)}, not {fmt!r}", "--format")
-        test_report(self, self.checkpoint_path, config.get("output"), fmt)
+        payload = test_report(self, self.checkpoint_path, config.get("output"), fmt)
+        add_test_scores(self.checkpoint_path, payload, config)
 
 
 def add_options(parser, command: str | None) -> None:

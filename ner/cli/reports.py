@@ -26,14 +26,20 @@ def shown(path: str) -> str:
     return path if relative.startswith("..") else relative
 
 
+def saved(trainer) -> tuple[ModelCheckpoint | None, str]:
+    """The callback of the best checkpoint (the first monitoring one that saved), if any, and
+    the path of `last.ckpt` ("" if none was written)."""
+    callbacks = [c for c in trainer.callbacks if isinstance(c, ModelCheckpoint)]
+    last = next((c.best_model_path for c in callbacks if isinstance(c, LastCheckpoint)), "")
+    monitored = [c for c in callbacks if not isinstance(c, LastCheckpoint) and c.monitor]
+    return next((c for c in monitored if c.best_model_path), None), last
+
+
 def fit_line(trainer) -> str:
     """One line: the best dev F1 and its `best.ckpt`, and the `last.ckpt` to resume from."""
     if trainer.fast_dev_run:
         return "fit: fast_dev_run: a batch or so of each loop, nothing saved"
-    callbacks = [c for c in trainer.callbacks if isinstance(c, ModelCheckpoint)]
-    last = next((c.best_model_path for c in callbacks if isinstance(c, LastCheckpoint)), "")
-    monitored = [c for c in callbacks if not isinstance(c, LastCheckpoint) and c.monitor]
-    best = next((c for c in monitored if c.best_model_path), None)
+    best, last = saved(trainer)
     resume = f"; last state: {shown(last)}" if last else ""
     if best is None or best.best_model_score is None:
         return f"fit: no validation ran, so no best checkpoint{resume or '; nothing saved'}"

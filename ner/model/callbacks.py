@@ -157,3 +157,33 @@ class CompileEncoder(Callback):
 
     def on_fit_start(self, trainer, pl_module) -> None:
         pl_module.encoder.compile(dynamic=self.dynamic, backend=self.backend)
+
+
+class ValidationHistory(Callback):
+    """The `val/*` scores of every validation of a fit (`val/f1_PER`, ..., without `val/`),
+    kept in `last.ckpt` so a resumed fit has them too: `best.ckpt` holds no callback state,
+    and the model card shows the per-type dev scores of the validation that made it."""
+
+    def __init__(self) -> None:
+        self.history: list[dict[str, float]] = []
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking:
+            return  # a few batches, scored before training: no checkpoint comes of them
+        metrics = trainer.callback_metrics
+        scores = {k[4:]: float(v) for k, v in metrics.items() if k.startswith("val/")}
+        if scores:
+            self.history.append({**scores, "epoch": trainer.current_epoch,
+                                 "step": trainer.global_step})  # fmt: skip
+
+    def scores_of(self, monitor: str, value: float) -> dict[str, float] | None:
+        """The first validation whose `monitor` (`val/f1`) read `value`: the one a
+        checkpoint callback kept (it keeps a strictly better score only); None if none."""
+        key = monitor.removeprefix("val/")
+        return next((h for h in self.history if h.get(key) == value), None)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"history": self.history}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.history = list(state_dict.get("history", []))
