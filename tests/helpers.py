@@ -13,6 +13,7 @@ from ner.cli.main import main
 from ner.data.alignment import Aligned, align_rows
 from ner.data.datamodule import NERDataModule
 from ner.data.windows import default_windows
+from ner.model import checkpoint
 from ner.model.tagger import NERTagger
 from ner.modules.heads import LinearHead
 
@@ -302,13 +303,20 @@ def tiny_tagger_batch(model_dir, seed: int = 0, crf: bool = True) -> tuple[NERTa
     return model, batches[0]
 
 
-def load_script(name: str, module_name: str | None = None):
-    """`scripts/NAME.py` imported as a module (the scripts folder is not a package)."""
-    import importlib.util
+def decisive(model: NERTagger, seed: int) -> NERTagger:
+    """`model` with a random, decisive classifier (an untrained one tags everything alike) and,
+    with a CRF head, random transitions, all drawn with `seed`."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        weight = model.head.classifier.weight
+        weight.copy_(4 * torch.randn(weight.shape, generator=generator))
+        if model.head.crf_layer is not None:
+            for param in model.head.crf_layer.parameters():
+                param.copy_(torch.randn(param.shape, generator=generator))
+    return model
 
-    spec = importlib.util.spec_from_file_location(
-        module_name or name, ROOT / "scripts" / f"{name}.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+
+def save_checkpoint(model: NERTagger, path: Path) -> str:
+    """Save `model` as a checkpoint of this package (what `load_tagger` reads); its path."""
+    torch.save({"state_dict": model.state_dict(), "ner": checkpoint.pack(model)}, path)
+    return str(path)

@@ -1,11 +1,13 @@
 """Every config file in configs/ instantiates (model, data and trainer built, nothing run), no
-config restates a default of the code or quotes a result, and each experiment file holds only
-what differs from the offline default (the README's commands run in test_readme.py)."""
+config restates a default of the code or quotes a result, each experiment file is a named recipe
+that sets every value its name promises, and each record's config resolves to itself (the
+README's commands run in test_readme.py)."""
 
 from __future__ import annotations
 
 import functools
 import inspect
+import json
 import re
 from pathlib import Path
 
@@ -15,8 +17,8 @@ from helpers import ROOT, build_tiny_bert
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ner.cli.lightning import CONFIGS_DIR, cli_for
+from ner.cli.seeds import fit_config
 from ner.data.datamodule import NERDataModule
-from ner.data.pretrained import BUNDLED_ENCODER
 from ner.model.tagger import NERTagger
 from ner.utils.precision import auto_precision
 
@@ -24,40 +26,56 @@ READY_RUNS = ["conll2003-minilm.yaml", "conll2003-bert-base.yaml"]
 CONLL_LABELS = ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
 
 
-def test_every_experiment_holds_only_what_differs_from_the_default(tmp_path, monkeypatch):
-    """An experiment file sets only values the offline default does not already have, and
-    each of them reaches the classes built (the accuracy ladder's rows stay true)."""
-    # As deep as the bundled MiniLM, so the depth experiments (first K of 6 layers) build.
+# Each recipe of configs/experiment/ and the values its name promises: the file sets each itself,
+# whatever the offline default holds, so a change of the default never changes a recipe.
+RECIPES = {
+    "quick": {"trainer.max_epochs": 2, "data.context_pieces": 0, "data.batch_size": 32},
+    "fast": {"model.encoder_layers": 5},
+    "context64": {"data.context_pieces": 64},
+    "epochs5": {"trainer.max_epochs": 5},
+    "packed": {"data.pack_words": 64, "data.batch_size": 10, "data.context_pieces": 16},
+}
+# The accuracy ladder's rungs: no experiment files, each a record holding its run's config.
+RUNGS = ["base", "casing", "crf", "scalar_mix", "lr1e-4", "lr2e-4", "lr1e-4-chars", "mlm",
+         "epochs5-ema", "batch8", "epochs4", "lr7e-5"]  # fmt: skip
+
+
+def test_each_recipe_sets_what_its_name_promises(tmp_path, monkeypatch):
+    """configs/experiment/ holds the named recipes only; each file sets the values its name
+    promises, and every value it sets reaches the classes built."""
+    # As deep as the bundled MiniLM, so the fast recipe (first 5 of 6 layers) builds.
     tiny_model_dir = build_tiny_bert(tmp_path, num_layers=6)
     monkeypatch.chdir(ROOT)  # the configs name ../shared/data/conll2003
-    experiments = sorted((CONFIGS_DIR / "experiment").glob("*.yaml"))
-    assert {p.stem for p in experiments} >= {"quick", "crf", "context64"}
+    recipes = sorted((CONFIGS_DIR / "experiment").glob("*.yaml"))
+    assert {p.stem for p in recipes} == set(RECIPES)
     base = ["-c", str(CONFIGS_DIR / "conll2003-minilm.yaml")]
-    default = cli_for([*base, "--model.encoder", str(tiny_model_dir)]).config
-    for path in experiments:
+    for path in recipes:
         tree = yaml.safe_load(path.read_text())
         changed = leaves(tree)
-        assert changed, f"{path.name} is empty"
+        assert set(RECIPES[path.stem]) <= set(changed), f"{path.name} leaves a value to the default"
         config = cli_for([*base, "-c", str(path), "--model.encoder", str(tiny_model_dir)]).config
         for key in changed:
-            if key.endswith(".class_path"):
-                continue  # names the class whose init_args follow
-            if key == "model.encoder":  # the tiny encoder stands in for every one here
-                assert tree["model"]["encoder"] != BUNDLED_ENCODER, f"{path.name}: {key}"
-                continue
-            if key.endswith("+"):  # `callbacks+:` appends to the default's list
-                assert appended(config, default, key, tree), f"{path.name}: {key}"
-                continue
-            assert config[key] != default[key], f"{path.name}: {key} restates the default"
+            value = functools.reduce(lambda node, name: node[name], key.split("."), tree)
+            assert config[key] == value, f"{path.name}: {key}"
+        for key, value in RECIPES[path.stem].items():
+            assert config[key] == value, f"{path.name}: {key}"
 
 
-def appended(config, default, key: str, tree: dict) -> bool:
-    """Whether the parsed list under `key` (`trainer.callbacks+`) is the default's list followed
-    by the classes the file names."""
-    added = functools.reduce(lambda node, name: node[name], key.split("."), tree)
-    got = [item.class_path for item in config[key[:-1]]]
-    before = [item.class_path for item in default[key[:-1]]]
-    return got == before + [item["class_path"] for item in added]
+def test_every_record_config_resolves_to_itself(tmp_path):
+    """A record's config (what `ner seeds --from-record` trains) parses with today's code, and
+    resolves to exactly what it holds: nothing unknown, nothing dropped, nothing added."""
+    with_config = {}
+    for path in sorted((ROOT / "docs" / "runs").rglob("*.json")):
+        config = json.loads(path.read_text()).get("config")
+        if config is not None:
+            with_config[path.relative_to(ROOT / "docs" / "runs").with_suffix("").as_posix()] = (
+                config
+            )
+    assert {f"ladder/{rung}" for rung in RUNGS} <= set(with_config)
+    for name, config in with_config.items():
+        written = tmp_path / f"{name.replace('/', '-')}.yaml"
+        written.write_text(yaml.safe_dump(config))
+        assert fit_config(["-c", str(written)]) == config, name
 
 
 def leaves(tree: dict, prefix: str = "") -> list[str]:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 import torch
-from helpers import LABELS, load_script, tiny_sentences, tiny_tagger_batch, write_tiny_corpus
+from helpers import LABELS, tiny_tagger_batch
 
 from ner.inference.consistency import FLOOR, decode_document, document_priors, label_types
 from ner.inference.routine import iter_tags
@@ -111,64 +110,3 @@ def test_document_decoding_at_weight_zero_is_plain_decoding(tiny_model_dir):
         assert a == pytest.approx(b, abs=1e-5)
     strong = list(iter_tags(model, words, doc_ids=docs, bf16=False, consistency=5.0))
     assert [len(t) for t, _ in strong] == [len(w) for w in words]  # one tag a word, always
-
-
-def test_the_sweep_script_scores_each_weight_as_iter_tags_decodes_it(trained, tmp_path, capsys):
-    """`scripts/consistency.py`: a weight's F1 is seqeval's on `iter_tags(consistency=W)`."""
-    from seqeval.metrics import f1_score
-
-    from ner.corpus.reader import read_conll
-    from ner.model.tagger import load_tagger
-
-    module = load_script("consistency", "consistency_script")
-    ckpt = str(trained["ckpt"] / "best.ckpt")
-    dev = write_tiny_corpus(tmp_path / "dev.txt", tiny_sentences(12, seed=3), docs=3)
-    out = tmp_path / "sweep.json"
-    module.main(
-        [ckpt, "--file", str(dev), "--weights", "0", "2", "--sure", "1.01", "--json", str(out)]
-    )
-    rows = json.loads(out.read_text())
-    corpus = read_conll(str(dev))
-    model = load_tagger(ckpt)
-    for weight in (0.0, 2.0):
-        tags = iter_tags(model, [s.words for s in corpus.sentences], weight, doc_ids=corpus.doc_ids)
-        expected = f1_score([s.tags for s in corpus.sentences], [t for t, _ in tags])
-        assert rows[ckpt][str(weight)]["f1"] == pytest.approx(expected)
-    assert "| 0.0 | 2.0 |" in capsys.readouterr().out
-    plain = write_tiny_corpus(tmp_path / "plain.txt", tiny_sentences(3, seed=3), docs=0)
-    with pytest.raises(SystemExit, match="no -DOCSTART-"):
-        module.main([ckpt, "--file", str(plain)])
-
-
-def test_the_sweep_script_reads_the_context_it_is_given(trained, tmp_path, monkeypatch):
-    """`--context-pieces N`: each weight's F1 is that of the model decoding with N context pieces
-    a side instead of its checkpoint's own."""
-    from seqeval.metrics import f1_score
-
-    from ner.corpus.reader import read_conll
-    from ner.model.tagger import load_tagger
-
-    module = load_script("consistency", "consistency_script")
-    ckpt = str(trained["ckpt"] / "best.ckpt")
-    dev = write_tiny_corpus(tmp_path / "dev.txt", tiny_sentences(12, seed=4), docs=3)
-    out = tmp_path / "sweep.json"
-    seen = []  # the context each model scores the file with
-    routine = module.map_batches
-    monkeypatch.setattr(
-        module,
-        "map_batches",
-        lambda model, *a, **k: (
-            seen.append(model.window_settings.context_pieces) or routine(model, *a, **k)
-        ),
-    )
-    module.main(
-        [ckpt, "--file", str(dev), "--weights", "1", "--context-pieces", "5", "--json", str(out)]
-    )
-    assert seen == [5]
-    corpus = read_conll(str(dev))
-    model = load_tagger(ckpt)
-    assert model.window_settings.context_pieces != 5
-    model.window_settings = model.window_settings.overridden(context_pieces=5)
-    tags = iter_tags(model, [s.words for s in corpus.sentences], 1.0, doc_ids=corpus.doc_ids)
-    expected = f1_score([s.tags for s in corpus.sentences], [t for t, _ in tags])
-    assert json.loads(out.read_text())[ckpt]["1.0"]["f1"] == pytest.approx(expected)

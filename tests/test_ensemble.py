@@ -8,17 +8,23 @@ import pytest
 import torch
 from helpers import (
     LABELS,
-    load_script,
+    decisive,
+    emissions,
     one_line_error,
     run_ner,
+    save_checkpoint,
     tiny_sentences,
     tiny_tagger_batch,
     write_tiny_corpus,
 )
+from seqeval.metrics import f1_score
 
 from ner.corpus.schemes import allowed_transitions
+from ner.corpus.text import entities_from_tags, words_and_offsets
 from ner.inference.ensemble import Ensemble
-from ner.inference.routine import decode_batch
+from ner.inference.routine import decode_batch, map_batches
+from ner.model.tagger import load_tagger
+from ner.modules.heads import LinearHead
 from ner.utils.errors import NERError
 
 
@@ -102,62 +108,73 @@ def test_members_must_share_labels(tiny_model_dir):
         Ensemble([a, b], ["one.ckpt", "two.ckpt"])
 
 
-def test_tag_with_an_ensemble_of_checkpoints(trained, tmp_path, capsys):
-    ckpt = str(trained["ckpt"] / "best.ckpt")
+@pytest.fixture(scope="module")
+def pair(tiny_model_dir, tmp_path_factory) -> list[str]:
+    """Two checkpoints of one recipe (CRF heads) with different weights."""
+    folder = tmp_path_factory.mktemp("pair")
+    return [
+        save_checkpoint(decisive(tiny_tagger_batch(tiny_model_dir, seed)[0], seed),
+                        folder / f"seed-{seed}.ckpt")
+        for seed in (1, 2)
+    ]  # fmt: skip
+
+
+def mean_decoded(paths: list[str], words: list[list[str]]) -> list[list[str]]:
+    """The tags of the members' mean emissions decoded by a CRF of their mean transitions,
+    computed here from each member alone."""
+    members = [load_tagger(p) for p in paths]
+    per_member = [list(map_batches(m, emissions(m), words, bf16=False)) for m in members]
+    crf = LinearHead(crf=True)
+    crf.bind(1, members[0].labels)
+    with torch.no_grad():
+        for name, param in crf.crf_layer.named_parameters():
+            param.copy_(sum(m.head.crf_layer.get_parameter(name) for m in members) / len(members))
+    tags = []
+    for sentence in zip(*per_member, strict=True):
+        mean = (sum(sentence) / len(sentence))[None]  # [1, W, C]
+        best, _ = crf.decode(mean, torch.ones(mean.shape[:2], dtype=torch.bool))
+        tags.append([members[0].labels[i] for i in best[0].tolist()])
+    return tags
+
+
+def test_tag_with_an_ensemble_of_two_checkpoints(pair, tmp_path, capsys):
+    """`ner tag A --ensemble B` tags as the mean of A's and B's emissions decoded, which is
+    neither A's tagging nor B's."""
+    lines = ["John Smith visited Paris today .", "the bank said Mary met Reuters in Berlin",
+             "Acme Corp works in London with John"]  # fmt: skip
     text = tmp_path / "input.txt"
-    text.write_text("John Smith visited Paris today .\nthe bank said Mary met Reuters\n")
-    code, out, err = run_ner(["tag", ckpt, str(text), "--ensemble", ckpt], capsys)
+    text.write_text("\n".join(lines) + "\n")
+    code, out, err = run_ner(["tag", pair[0], str(text), "--ensemble", pair[1], "--device",
+                              "cpu"], capsys)  # fmt: skip
     assert code == 0, err
     records = [json.loads(line) for line in out.splitlines()]
-    assert [r["text"] for r in records] == text.read_text().splitlines()
-    code, _, err = run_ner(
-        ["tag", ckpt, str(text), "--ensemble", ckpt, "--backend", "onnx"], capsys
-    )
+    assert [r["text"] for r in records] == lines
+    words = [line.split() for line in lines]
+    want = [entities_from_tags(t, [1.0] * len(t), o, line) for t, (_, o, line) in
+            zip(mean_decoded(pair, words), map(words_and_offsets, lines), strict=True)]  # fmt: skip
+    spans = [[(e["start"], e["end"], e["label"]) for e in r["entities"]] for r in records]
+    assert spans == [[(e["start"], e["end"], e["label"]) for e in found] for found in want]
+    for path in pair:
+        alone = load_tagger(path).predict(lines, bf16=False)
+        assert [[(e["start"], e["end"], e["label"]) for e in f] for f in alone] != spans
+    code, _, err = run_ner(["tag", pair[0], str(text), "--ensemble", pair[1], "--backend", "onnx"],
+                           capsys)  # fmt: skip
     assert "--ensemble" in one_line_error(code, err)
 
 
-def test_ensemble_script_scores_members_and_ensemble(trained, tiny_corpus_dir, tmp_path, capsys):
-    """`scripts/ensemble.py`: each member's F1 is seqeval's on its own tags."""
-    from seqeval.metrics import f1_score
-
-    from ner.corpus.reader import read_conll
-    from ner.inference.routine import iter_tags
-    from ner.model.tagger import load_tagger
-
-    module = load_script("ensemble", "ensemble_script")
-    ckpt, dev = str(trained["ckpt"] / "best.ckpt"), tiny_corpus_dir / "dev.txt"
-    out = tmp_path / "ensemble.json"
-    module.main([ckpt, ckpt, "--file", str(dev), "--json", str(out)])
-    rows = json.loads(out.read_text())
-    sentences = read_conll(str(dev)).sentences
-    tags = [t for t, _ in iter_tags(load_tagger(ckpt), [s.words for s in sentences])]
-    expected = f1_score([s.tags for s in sentences], tags)
-    assert rows[ckpt]["f1"] == pytest.approx(expected)
-    assert 0.0 <= rows["ensemble"]["f1"] <= 1.0
-    assert "| ensemble |" in capsys.readouterr().out
-
-
-def test_ensemble_script_gives_the_documents_training_saw(trained, tmp_path, monkeypatch):
-    """Regression: the script read a file without -DOCSTART- as one document, so a model trained
-    with context saw unrelated neighbours that training had not given it (dev F1 82.9 by `ner
-    seeds` read as 79.3)."""
-    module = load_script("ensemble", "ensemble_script")
-    seen = []
-
-    def iter_tags(model, words, consistency=None, doc_ids=None):
-        seen.append(list(doc_ids))
-        weights.append(consistency)
-        return [(["O"] * len(w), None) for w in words]
-
-    weights: list[float | None] = []
-
-    monkeypatch.setattr(module, "iter_tags", iter_tags)
-    ckpt = str(trained["ckpt"] / "best.ckpt")
-    plain = write_tiny_corpus(tmp_path / "plain.txt", tiny_sentences(5, seed=2), docs=0)
-    module.main([ckpt, "--file", str(plain)])
-    marked = write_tiny_corpus(tmp_path / "marked.txt", tiny_sentences(4, seed=2), docs=2)
-    module.main([ckpt, "--file", str(marked)])
-    assert seen == [[0, 1, 2, 3, 4]] * 2 + [[0, 0, 1, 1]] * 2  # the member, then the ensemble
-    assert weights == [None] * 4  # each checkpoint's own consistency weight
-    module.main([ckpt, "--file", str(marked), "--consistency", "2"])
-    assert weights[4:] == [2.0, 2.0]
+def test_the_ensemble_scores_its_mean_emissions_decoded(pair, tmp_path, capsys):
+    """`ner score A B`: the ensemble's F1 is seqeval's on the mean emissions decoded, and it
+    differs from each member's."""
+    sentences = tiny_sentences(16, seed=5)
+    words = [[w.capitalize() for w, _ in s] for s in sentences]
+    tags = mean_decoded(pair, words)
+    gold = [t if i % 2 else ["O"] * len(t) for i, t in enumerate(tags)]  # half its own tags
+    rows = [list(zip(w, g, strict=True)) for w, g in zip(words, gold, strict=True)]
+    dev = write_tiny_corpus(tmp_path / "dev.txt", rows, docs=0)
+    out = tmp_path / "scores.json"
+    args = ["score", *pair, "--file", str(dev), "--consistency", "0", "--json", str(out)]
+    code, _, err = run_ner(args, capsys)
+    assert code == 0, err
+    scores = {name: s["0.0"]["f1"] for name, s in json.loads(out.read_text()).items()}
+    assert scores["ensemble"] == pytest.approx(f1_score(gold, tags), abs=1e-12)
+    assert scores["ensemble"] not in (scores[pair[0]], scores[pair[1]])

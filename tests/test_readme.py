@@ -64,6 +64,7 @@ def sandbox(tmp_path_factory, tiny_model_dir):
     root = tmp_path_factory.mktemp("readme")
     repo = root / "repo"
     shutil.copytree(ROOT / "configs", repo / "configs")
+    shutil.copytree(ROOT / "docs" / "runs", repo / "docs" / "runs")  # `ner seeds --from-record`
     shared = root / "shared" / "data" / "conll2003"
     shared.mkdir(parents=True)
     sentences = tiny_sentences(20, seed=1)

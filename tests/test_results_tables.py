@@ -1,5 +1,5 @@
-"""`scripts/results.py`: the docs' results tables come from the runs' records, figures checked
-against values computed here from planted runs; the repository's docs match their records."""
+"""`ner results`: the docs' results tables come from the runs' records, figures checked against
+values computed here from planted runs; the repository's docs match their records."""
 
 from __future__ import annotations
 
@@ -8,14 +8,12 @@ import statistics
 import subprocess
 
 import pytest
-from helpers import ROOT, load_script
+from helpers import ROOT, one_line_error, run_ner
 
 from benchmarks.common import parse_table
-
-
-@pytest.fixture(scope="module")
-def results():
-    return load_script("results")
+from ner.cli import results as command
+from ner.evaluation import records as results
+from ner.utils.errors import NERError
 
 
 def planted_runs() -> list[dict]:
@@ -29,15 +27,17 @@ def planted_runs() -> list[dict]:
     return runs
 
 
-def test_a_saved_run_renders_its_mean_and_sample_std(results, tmp_path):
+def test_a_saved_run_renders_its_mean_and_sample_std(tmp_path):
     seeds_json = tmp_path / "seeds.json"
-    seeds_json.write_text(json.dumps({"runs": planted_runs()}))
+    config = {"model": {"encoder_lr": 1e-4}, "data": {"batch_size": 16}}
+    seeds_json.write_text(json.dumps({"runs": planted_runs(), "config": config}))
     records = tmp_path / "records"
-    runs = results.load_runs(seeds_json, None)
-    path = results.save("exp/a", runs, "recipe A", "ner seeds --seeds 1 2", records)
+    runs, found = results.seeds_runs(seeds_json)
+    path = results.save("exp/a", runs, "recipe A", "ner seeds --seeds 1 2", records, found)
     kept = json.loads(path.read_text())
     assert kept["runs"][0]["dev"] == {"f1": 0.91, "f1_PER": 0.80, "f1_LOC": 0.5}  # F1s only
     assert kept["command"] == "ner seeds --seeds 1 2" and "checkpoint" not in kept["runs"][0]
+    assert kept["config"] == config  # what `ner seeds --from-record` trains again
     headers, rows = parse_table(results.table("splits=dev,test rows=exp/a", records))
     assert headers == ["run", "seeds", "dev F1", "dev LOC", "dev PER", "test F1", "test LOC",
                        "test PER", "fit s", "record"]  # fmt: skip
@@ -48,17 +48,20 @@ def test_a_saved_run_renders_its_mean_and_sample_std(results, tmp_path):
                      "[exp/a](runs/exp/a.json)"]]  # fmt: skip
 
 
-def test_the_save_command_keeps_the_command_it_is_given(results, tmp_path, capsys):
+def test_the_save_command_keeps_the_command_it_is_given(tmp_path, capsys):
     """Regression: the subcommand's dest was `command`, so `--command` replaced the subcommand
     and `save` fell through to `render`."""
     seeds_json = tmp_path / "seeds.json"
     seeds_json.write_text(json.dumps({"runs": planted_runs()}))
     records = tmp_path / "records"
-    results.main(["save", "b", "--seeds", str(seeds_json), "--label", "B",
-                  "--command", "ner seeds --seeds 1 2", "--records", str(records)])  # fmt: skip
+    code, out, err = run_ner(["results", "save", "b", "--seeds", str(seeds_json), "--label", "B",
+                              "--command", "ner seeds --seeds 1 2", "--records", str(records)],
+                             capsys)  # fmt: skip
+    assert code == 0, err
     kept = json.loads((records / "b.json").read_text())
     assert kept["label"] == "B" and kept["command"] == "ner seeds --seeds 1 2"
-    assert capsys.readouterr().out.strip() == str(records / "b.json")
+    assert "config" not in kept  # a seeds.json that holds none
+    assert out.strip() == str(records / "b.json")
 
 
 def test_the_records_are_not_ignored_by_git():
@@ -69,13 +72,13 @@ def test_the_records_are_not_ignored_by_git():
     assert ignored.returncode == 1, f"{record} is ignored by .gitignore"
 
 
-def test_hf_recipe_folders_and_summary_only_records(results, tmp_path):
+def test_hf_recipe_folders_and_summary_only_records(tmp_path):
     hf = tmp_path / "hf"
     hf.mkdir()
     for run in planted_runs()[::-1]:
         (hf / f"seed-{run['seed']}.json").write_text(json.dumps(run))
     records = tmp_path / "records"
-    results.save("hf", results.load_runs(None, hf), "HF", "python -m benchmarks.hf_recipe", records)
+    results.save("hf", results.hf_runs(hf), "HF", "python -m benchmarks.hf_recipe", records)
     assert [r["seed"] for r in json.loads((records / "hf.json").read_text())["runs"]] == [1, 2]
     old = {"label": "old", "source": "transcribed", "summary": {
         "seeds": [1], "dev": {"f1": [90.0, None], "f1_PER": [95.0, None]}}}  # fmt: skip
@@ -86,7 +89,7 @@ def test_hf_recipe_folders_and_summary_only_records(results, tmp_path):
     assert rows[1][:3] == ["HF", "1 2", f"92.00 ± {statistics.stdev([91.0, 93.0]):.2f}"]
 
 
-def test_render_fills_blocks_and_check_catches_a_stale_one(results, tmp_path):
+def test_render_fills_blocks_and_check_catches_a_stale_one(tmp_path, capsys):
     records = tmp_path / "records"
     results.save("a", planted_runs(), "A", "", records)
     doc = tmp_path / "doc.md"
@@ -96,30 +99,41 @@ def test_render_fills_blocks_and_check_catches_a_stale_one(results, tmp_path):
     before, after = results.render(doc, records)
     assert "| stale |" in before and "| stale |" not in after
     assert after.startswith("# x\n<!-- results:start splits=dev rows=a -->\n| run | seeds |")
+    render = ["results", "render", str(doc), "--records", str(records)]
+    code, _, err = run_ner([*render, "--check"], capsys)
+    assert "a results block is not what the records render" in one_line_error(code, err)
+    assert doc.read_text() == before  # --check writes nothing
+    assert run_ner(render, capsys)[:2] == (0, f"{doc}: rendered\n")
+    assert doc.read_text() == after
+    assert run_ner([*render, "--check"], capsys)[:2] == (0, f"{doc}: up to date\n")
 
 
-def test_the_docs_tables_are_what_their_records_render(results):
-    assert results.DOCS == [ROOT / "docs" / "results.md", ROOT / "README.md"]
-    for doc in results.DOCS:
-        before, after = results.render(doc)
+def test_the_docs_tables_are_what_their_records_render(capsys):
+    assert command.DOCS == [ROOT / "docs" / "results.md", ROOT / "README.md"]
+    assert command.RECORDS == ROOT / "docs" / "runs"
+    for doc in command.DOCS:
+        before, after = results.render(doc, command.RECORDS)
         assert "<!-- results:start" in before
-        assert before == after, f"{doc}: run `python scripts/results.py render`"
+        assert before == after, f"{doc}: run `ner results render`"
+    code, out, err = run_ner(["results", "render", "--check"], capsys)
+    assert code == 0, err
 
 
-def test_an_ensemble_record_is_one_row_without_fit_time(results, tmp_path):
+def test_an_ensemble_record_is_one_row_without_fit_time(tmp_path):
+    """Also from a file of one report a model (scored before the weights were keys)."""
     scored = []
     for split, f1 in (("dev", 0.9), ("test", 0.8)):
         path = tmp_path / f"{split}.json"
         path.write_text(json.dumps({"m1": {"f1": 0.1}, "ensemble": {"f1": f1, "f1_PER": 0.5}}))
         scored.append(path)
     records = tmp_path / "records"
-    results.save("ens", results.load_runs(None, None, scored), "E", "", records)
+    results.save("ens", results.score_runs(scored, None, of_ensemble=True), "E", "", records)
     _, rows = parse_table(results.table("splits=dev,test rows=ens", records))
     assert rows == [["E", "ensemble", "90.00 ± n/a", "50.00 ± n/a", "80.00 ± n/a",
                      "50.00 ± n/a", "", "[ens](runs/ens.json)"]]  # fmt: skip
 
 
-def test_a_compact_block_has_overall_f1_only_and_links_where_told(results, tmp_path):
+def test_a_compact_block_has_overall_f1_only_and_links_where_told(tmp_path):
     records = tmp_path / "records"
     results.save("a", planted_runs(), "A", "ner seeds --seeds 1 2", records)
     headers, rows = parse_table(
@@ -132,14 +146,19 @@ def test_a_compact_block_has_overall_f1_only_and_links_where_told(results, tmp_p
     assert rows[0][-2:] == ["[a](runs/a.json)", "`ner seeds --seeds 1 2`"]
 
 
-def test_an_ensemble_of_more_than_dev_and_test_is_refused(results, tmp_path):
+def test_more_than_dev_and_test_is_refused(tmp_path, capsys):
     files = [str(tmp_path / f"{n}.json") for n in ("dev", "test", "other")]
-    with pytest.raises(SystemExit, match="at most a test JSON"):
-        results.main(["save", "e", "--ensemble", *files, "--label", "E",
-                      "--records", str(tmp_path)])  # fmt: skip
+    code, _, err = run_ner(["results", "save", "e", "--score", *files, "--label", "E",
+                            "--records", str(tmp_path)], capsys)  # fmt: skip
+    assert "at most a test JSON" in one_line_error(code, err)
+    code, _, err = run_ner(["results", "save", "e", "--hf", str(tmp_path), "--weight", "1",
+                            "--label", "E"], capsys)  # fmt: skip
+    assert "--weight and --of-ensemble choose among the rows of --score" in one_line_error(
+        code, err
+    )
 
 
-def test_consistency_records_keep_one_weight_per_checkpoint_or_the_ensemble(results, tmp_path):
+def test_score_records_keep_one_weight_per_checkpoint_or_the_ensemble(tmp_path):
     files = []
     for split, base in (("dev", 0.9), ("test", 0.8)):
         scored = {
@@ -149,11 +168,13 @@ def test_consistency_records_keep_one_weight_per_checkpoint_or_the_ensemble(resu
         }  # fmt: skip
         files.append(tmp_path / f"{split}.json")
         files[-1].write_text(json.dumps(scored))
-    runs = results.consistency_runs(files, 0.5, of_ensemble=False)
+    runs = results.score_runs(files, 0.5, of_ensemble=False)
     assert [r["seed"] for r in runs] == [1, 2]
     assert [r["dev"]["f1"] for r in runs] == pytest.approx([0.91, 0.93])
     assert [r["test"]["f1"] for r in runs] == pytest.approx([0.81, 0.83])
-    (ensemble,) = results.consistency_runs(files[:1], 0.5, of_ensemble=True)
+    (ensemble,) = results.score_runs(files[:1], 0.5, of_ensemble=True)
     assert ensemble == {"seed": "ensemble", "dev": {"f1": pytest.approx(0.95), "f1_PER": 0.5}}
-    with pytest.raises(SystemExit, match="at weight 2.0"):
-        results.consistency_runs(files, 2.0, of_ensemble=False)
+    with pytest.raises(NERError, match="at weight 2.0"):
+        results.score_runs(files, 2.0, of_ensemble=False)
+    with pytest.raises(NERError, match="scored at weights 0.0, 0.5: give --weight"):
+        results.score_runs(files, None, of_ensemble=False)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from helpers import ROOT, run_ner
+from helpers import ROOT, one_line_error, run_ner
 
 from ner.cli.seeds import differences
 from ner.evaluation.spread import markdown, mean_std, summary
@@ -87,6 +88,16 @@ def test_ner_seeds_trains_and_scores_each_seed(
         report = json.loads((test / "best.test-report.json").read_text())
         assert report["metrics"]["f1"] == run["test"]["f1"]
     assert "test F1" in tested
+    # its record keeps the config it trained with: `--from-record` resolves it to the same
+    # recipe, so each seed is read back again, nothing trained
+    code, _, err = run_ner(["results", "save", "tiny", "--seeds", "runs/tiny/seeds.json",
+                            "--label", "tiny", "--records", "records"], capsys)  # fmt: skip
+    assert code == 0, err
+    assert json.loads(open("records/tiny.json").read())["config"] == saved["config"]
+    code, again, err = run_ner(["seeds", "--seeds", "1", "2", "--test", "--from-record",
+                                "records/tiny.json", "--run", "tiny"], capsys)  # fmt: skip
+    assert code == 0, err
+    assert again.splitlines()[-2] == tested.splitlines()[-2]
 
 
 def test_a_seed_whose_config_changed_is_trained_again(
@@ -132,3 +143,70 @@ def test_differences_name_each_changed_key():
     assert differences(before, now) == ["data.batch_size: 32 -> 16"]
     assert differences(before, {**now, "trainer": {"max_epochs": 5}}) == [
         "data.batch_size: 32 -> 16", "trainer.max_epochs: 3 -> 5"]  # fmt: skip
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """`ner seeds` with each seed's training and scoring replaced by a record of the call."""
+    import ner.cli.seeds as seeds
+
+    calls = []
+
+    def train(seed, name, fit_args, test):
+        calls.append((name, seed))
+        (Path("checkpoints") / name / f"seed-{seed}").mkdir(parents=True)  # as a fit makes it
+        return {"seed": seed, "fit_s": 1.0, "checkpoint": "x", "dev": {"f1": 0.5}}
+
+    monkeypatch.setattr(seeds, "_train_and_score", train)
+    return calls
+
+
+def tiny_options(tiny_model_dir, tiny_corpus_dir) -> list[str]:
+    return ["-c", str(ROOT / "configs" / "trainer.yaml"), "--model.encoder", str(tiny_model_dir),
+            "--data.data_dir", str(tiny_corpus_dir)]  # fmt: skip
+
+
+def test_several_experiments_run_one_after_the_other(
+    tiny_model_dir, tiny_corpus_dir, no_training, capsys
+):
+    """`--experiment A B`: a run each, exp/A then exp/B, each with its own recipe file."""
+    argv = ["seeds", "--seeds", "1", "2", "--experiment", "quick", "epochs5",
+            *tiny_options(tiny_model_dir, tiny_corpus_dir)]  # fmt: skip
+    code, out, err = run_ner(argv, capsys)
+    assert code == 0, err
+    assert no_training == [("exp/quick", 1), ("exp/quick", 2), ("exp/epochs5", 1),
+                           ("exp/epochs5", 2)]  # fmt: skip
+    epochs = {}
+    for name in ("quick", "epochs5"):
+        saved = json.loads(open(f"runs/exp/{name}/seeds.json").read())
+        assert saved["fit_args"][-1] == str(ROOT / "configs" / "experiment" / f"{name}.yaml")
+        epochs[name] = saved["config"]["trainer"]["max_epochs"]
+    assert epochs == {"quick": 2, "epochs5": 5}
+    assert out.count("mean ± std") == 2
+    code, _, err = run_ner([*argv, "--run", "one"], capsys)
+    assert "--run: names one run" in one_line_error(code, err)
+    code, _, err = run_ner(["seeds", "--experiment", "quick", "nothing"], capsys)
+    assert "no experiment 'nothing'" in one_line_error(code, err)
+    assert len(no_training) == 4  # a bad name fails before any run trains
+
+
+def test_a_record_runs_again_from_its_config(
+    tiny_model_dir, tiny_corpus_dir, no_training, capsys, tmp_path
+):
+    """`--from-record`: the record's config, options on top, as exp/RECORD; the offline
+    default's config is not read."""
+    from ner.cli.seeds import fit_config
+
+    config = fit_config([*tiny_options(tiny_model_dir, tiny_corpus_dir), "--data.batch_size", "3"])
+    (tmp_path / "rung.json").write_text(json.dumps({"label": "r", "config": config, "runs": []}))
+    argv = ["seeds", "--seeds", "1", "--from-record", "rung.json", "--trainer.max_epochs", "7"]
+    code, _, err = run_ner(argv, capsys)
+    assert code == 0, err
+    assert no_training == [("exp/rung", 1)]
+    recipe = json.loads(open("checkpoints/exp/rung/seed-1/seed.json").read())["recipe"]
+    assert recipe["data"]["batch_size"] == 3 and recipe["trainer"]["max_epochs"] == 7
+    assert recipe["model"]["encoder"] == str(tiny_model_dir)
+    assert recipe["seed_everything"] == 1 and recipe["run"] == "exp/rung/seed-1"
+    (tmp_path / "bare.json").write_text(json.dumps({"label": "b", "summary": {}}))
+    code, _, err = run_ner(["seeds", "--from-record", "bare.json"], capsys)
+    assert "bare.json: the record holds no config" in one_line_error(code, err)

@@ -2,7 +2,8 @@
 each scored as `ner seeds` scores it.
 
     ner distill --teachers checkpoints/exp/default/seed-{1,2,3}/best.ckpt [--weight 0.5]
-        [--seeds 1 2 3] [--test] [--experiment NAME | -c CONFIG] [--run NAME] [fit options]
+        [--seeds 1 2 3] [--test] [--experiment NAME | --from-record RECORD | -c CONFIG]
+        [--run NAME] [fit options]
 
 The student's recipe is the one given (the offline default unless `-c` or `--experiment` says
 otherwise); its data settings must be the teachers' (labels, tokenizer, windows), which it checks
@@ -33,11 +34,14 @@ def parser() -> argparse.ArgumentParser:
 def seeds_args(args: argparse.Namespace, rest: list[str]) -> list[str]:
     """`ner seeds` arguments: `rest`, a run name under `distill/` unless one is given, and the
     teacher as the model's `teacher` option."""
-    if not seeds.has_config(rest) and "--experiment" not in rest:  # the offline default's recipe
+    known, _ = seeds.parser().parse_known_args(rest)
+    named = [*known.experiment, *(Path(r).stem for r in known.from_record)]
+    if len(named) > 1:
+        raise NERError("students of one recipe at a time", path="--experiment")
+    if not seeds.has_config(rest) and not named:  # the offline default's recipe
         rest = ["-c", str(CONFIGS_DIR / "conll2003-minilm.yaml"), *rest]
     if not any(a == "--run" or a.startswith("--run=") for a in rest):
-        known, fit_args = seeds.parser().parse_known_args(rest)
-        name = known.experiment or seeds.run_name(known, fit_args)
+        name = named[0] if named else seeds.run_name(*seeds.parser().parse_known_args(rest))
         rest = [*rest, "--run", f"distill/{name}"]
     teacher = {
         "class_path": "ner.model.distill.Teacher",

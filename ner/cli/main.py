@@ -1,6 +1,6 @@
 """The `ner` command: `fit`, `validate`, `test`, `predict` (LightningCLI) and `tag`, `inspect`,
-`seeds`, `adapt`, `distill`, `embed`, `probe`, `project`, `export`, `serve`, `fetch-encoder`;
-`ner --help` lists them with one line each.
+`seeds`, `score`, `results`, `adapt`, `distill`, `embed`, `probe`, `project`, `export`, `serve`,
+`fetch-encoder`; `ner --help` lists them with one line each.
 
 Each subcommand's module is imported only when it runs, so `ner inspect` does not pay for torch.
 """
@@ -27,7 +27,12 @@ COMMANDS = {
     "tag": ("ner.cli.tag", "Tag text or CoNLL with a checkpoint or an export folder, streaming."),
     "inspect": ("ner.cli.inspect", "Check CoNLL files and count their documents, sentences, "
                 "tokens, entities and pieces."),
-    "seeds": ("ner.cli.seeds", "Train and score one config over several seeds; mean ± std."),
+    "seeds": ("ner.cli.seeds", "Train and score a config (or several recipes or records) over "
+              "several seeds; mean ± std."),
+    "score": ("ner.cli.score", "Score checkpoints and their ensemble on a CoNLL file at "
+              "several weights of document consistency."),
+    "results": ("ner.cli.results", "Keep runs as records and render the docs' results "
+                "tables from them."),
     "adapt": ("ner.cli.adapt", "Continue an encoder's masked-LM training on the words of CoNLL "
               "files; writes an encoder folder."),
     "distill": ("ner.cli.distill", "Train students on an ensemble of checkpoints' soft "

@@ -2,17 +2,21 @@
 summarised as mean ± std, so no result rests on one seed.
 
     ner seeds -c configs/conll2003-minilm.yaml --seeds 1 2 3 [--test] [--run NAME] [fit options]
-    ner seeds --experiment context64 --seeds 1 2 3       # the default + configs/experiment/X.yaml
+    ner seeds --experiment context64 epochs5 --seeds 1 2 3   # the default + configs/experiment/X
+    ner seeds --from-record docs/runs/ladder/crf.json --seeds 1   # a record's config again
 
-`--experiment NAME` adds `-c configs/experiment/NAME.yaml` (after the offline default's config,
-unless a `-c` is given) and names the run `exp/NAME`. Seed S trains with `--seed_everything S`
-(which also orders the batches) into `checkpoints/NAME/seed-S/`; its `best.ckpt` is evaluated with
-`ner test` on the dev file (reports in `seed-S/dev/`) and, with `--test`, on the test file
-(`seed-S/test/`). The table and the figures go to `runs/NAME/seeds.md` and `seeds.json`. A seed
-finished before with the same configuration (`seed-S/seed.json`) is read back, so an
-interrupted sweep resumes where it stopped. "The same" is the resolved configuration (config
-files and defaults as they are now), not the options as typed: a seed trained before a config
-file or a default changed is trained again, saying what changed.
+`--experiment NAME ...` runs each named recipe in turn, each with `-c configs/experiment/NAME.yaml`
+after the offline default's config (unless a `-c` is given) and its own run `exp/NAME`.
+`--from-record RECORD ...` runs each record's resolved config (`config`, what `ner results save
+--seeds` keeps; `ner fit` options given here go on top) as run `exp/RECORD` (the file's name),
+whatever the offline default has become since. Seed S trains with `--seed_everything S` (which
+also orders the batches) into `checkpoints/NAME/seed-S/`; its `best.ckpt` is evaluated with `ner
+test` on the dev file (reports in `seed-S/dev/`) and, with `--test`, on the test file
+(`seed-S/test/`). The table, the figures and the config go to `runs/NAME/seeds.md` and
+`seeds.json`. A seed finished before with the same configuration (`seed-S/seed.json`) is read
+back, so an interrupted sweep resumes where it stopped. "The same" is the resolved configuration
+(config files and defaults as they are now), not the options as typed: a seed trained before a
+config file or a default changed is trained again, saying what changed.
 """
 
 from __future__ import annotations
@@ -43,8 +47,19 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ner seeds", description=command_summary("seeds"))
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--test", action="store_true", help="also score test (report it once)")
-    p.add_argument("--run", help="name of the run (default: exp/EXPERIMENT, else the first config)")
-    p.add_argument("--experiment", help="a file of configs/experiment/ (name without .yaml)")
+    p.add_argument(
+        "--run",
+        help="name of the run (default: exp/EXPERIMENT or exp/RECORD, else "
+        "the first config's name)",
+    )
+    p.add_argument(
+        "--experiment", nargs="+", default=[], metavar="NAME",
+        help="files of configs/experiment/ (names without .yaml): a run each, exp/NAME",
+    )  # fmt: skip
+    p.add_argument(
+        "--from-record", nargs="+", default=[], metavar="RECORD",
+        help="records of docs/runs/ that hold a config: a run each, exp/RECORD",
+    )  # fmt: skip
     return p
 
 
@@ -53,11 +68,9 @@ def has_config(args: list[str]) -> bool:
     return any(a in ("-c", "--config") or a.startswith("--config=") for a in args)
 
 
-def with_experiment(name: str | None, fit_args: list[str]) -> list[str]:
+def with_experiment(name: str, fit_args: list[str]) -> list[str]:
     """`fit_args` with the experiment's config file after the others (the offline default's
     config first when no `-c` is given); a one-line error for an unknown experiment."""
-    if name is None:
-        return fit_args
     path = CONFIGS_DIR / "experiment" / f"{name}.yaml"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in path.parent.glob("*.yaml")))
@@ -66,15 +79,47 @@ def with_experiment(name: str | None, fit_args: list[str]) -> list[str]:
     return [*default, *fit_args, "-c", str(path)]
 
 
+def with_record(record: str, name: str, fit_args: list[str]) -> list[str]:
+    """`fit_args` on top of the resolved config a record keeps, written to
+    `runs/NAME/record-config.yaml` for `-c`; a one-line error for a record without one."""
+    path = Path(record)
+    if not path.is_file():
+        raise NERError("no such record", path=record)
+    config = json.loads(path.read_text(encoding="utf-8")).get("config")
+    if not config:
+        raise NERError("the record holds no config to train from (see its command)", path=record)
+    written = Path("runs") / name / "record-config.yaml"
+    written.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(written) as handle:
+        yaml.safe_dump(config, handle, sort_keys=False)
+    return ["-c", str(written), *fit_args]
+
+
 def run_name(args: argparse.Namespace, fit_args: list[str]) -> str:
+    """The run of options that name no experiment or record: `--run`, else the first config's
+    name."""
     if args.run:
         return args.run
-    if args.experiment:
-        return f"exp/{args.experiment}"
     for flag, value in zip(fit_args, fit_args[1:], strict=False):
         if flag in ("-c", "--config"):
             return Path(value).stem
     return "seeds"
+
+
+def planned_runs(args: argparse.Namespace, fit_args: list[str]) -> list[tuple[str, list[str]]]:
+    """(run name, `ner fit` options) of each run asked for: an experiment or a record each, or
+    the options alone."""
+    named = [*args.experiment, *args.from_record]
+    if not named:
+        return [(run_name(args, fit_args), fit_args)]
+    if args.run and len(named) > 1:
+        raise NERError("names one run; several experiments or records each run as exp/NAME",
+                       path="--run")  # fmt: skip
+    runs = [(args.run or f"exp/{e}", with_experiment(e, fit_args)) for e in args.experiment]
+    for record in args.from_record:
+        name = args.run or f"exp/{Path(record).stem}"
+        runs.append((name, with_record(record, name, fit_args)))
+    return runs
 
 
 class _Resolver(NERCLI):
@@ -95,9 +140,25 @@ def recipe_of(dumped: str) -> dict[str, Any]:
 
 def fit_recipe(args: list[str]) -> dict[str, Any]:
     """What `ner fit ARGS` would train, as the plain data its `config.yaml` holds: the config
-    files and the code's defaults as they are now (nothing is built or loaded)."""
+    files and the code's defaults as they are now, the run's folders filled in (nothing is built
+    or loaded)."""
     cli = _Resolver(NERTagger, NERDataModule, args=args, run=False,
                     parser_kwargs={"exit_on_error": False})  # fmt: skip
+    return recipe_of(cli.parser.dump(cli.config, skip_none=False))
+
+
+class _Parser(_Resolver):
+    """Parses a fit's config and stops: nothing derived from the run name is filled in."""
+
+    def before_instantiate_classes(self) -> None:
+        return
+
+
+def fit_config(args: list[str]) -> dict[str, Any]:
+    """The config `ner fit ARGS --print_config` prints (its recipe sections): what a record
+    keeps, for `--from-record` to train again under any run name."""
+    cli = _Parser(NERTagger, NERDataModule, args=args, run=False,
+                  parser_kwargs={"exit_on_error": False})  # fmt: skip
     return recipe_of(cli.parser.dump(cli.config, skip_none=False))
 
 
@@ -183,19 +244,28 @@ def _train_and_score(seed: int, name: str, fit_args: list[str], test: bool) -> d
     return result
 
 
-def main(argv: list[str]) -> int:
-    """Run every seed, then write and print the summary."""
-    args, fit_args = parser().parse_known_args(argv)
-    name = run_name(args, fit_args)
-    fit_args = with_experiment(args.experiment, fit_args)
-    runs = [one_seed(seed, name, fit_args, args.test) for seed in args.seeds]
+def sweep(name: str, fit_args: list[str], seeds: list[int], test: bool) -> None:
+    """Run every seed of one run, then write and print its summary."""
+    runs = [one_seed(seed, name, fit_args, test) for seed in seeds]
     out = Path("runs") / name
     out.mkdir(parents=True, exist_ok=True)
     table = markdown(name, runs)
+    found = {"runs": runs, "summary": summary(runs), "fit_args": fit_args,
+             "config": fit_config(fit_args)}  # fmt: skip
     with atomic_write(out / "seeds.json") as handle:
-        json.dump({"runs": runs, "summary": summary(runs), "fit_args": fit_args}, handle, indent=2)
+        json.dump(found, handle, indent=2)
     with atomic_write(out / "seeds.md") as handle:
         handle.write(table + "\n")
     print(table)
     print(f"summary: {out / 'seeds.md'}")
+
+
+def main(argv: list[str]) -> int:
+    """Each run asked for, one after the other (every option is checked before any trains)."""
+    args, fit_args = parser().parse_known_args(argv)
+    runs = planned_runs(args, fit_args)
+    for _, run_args in runs:
+        fit_recipe(run_args)  # a bad option or file fails now, not after hours of training
+    for name, run_args in runs:
+        sweep(name, run_args, args.seeds, args.test)
     return 0

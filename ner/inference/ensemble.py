@@ -77,10 +77,15 @@ class Ensemble(nn.Module):
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
         """What `head.decode` reads `[B, W, C]`: the members' mean emissions (CRF members), or
         the log of their mean tag distribution."""
+        return self.combine([m(batch).float() for m in self.members], batch["word_mask"])
+
+    def combine(self, emissions: Sequence[Tensor], word_mask: Tensor) -> Tensor:
+        """`forward` from the members' own emissions `[B, W, C]` of one batch, in member order
+        (`ner score` scores the members and the ensemble from one pass of each member)."""
         if self.crf:
-            return torch.stack([m(batch).float() for m in self.members]).mean(0)  # [B, W, C]
-        mask = batch["word_mask"]
-        probs = torch.stack([m.head.probabilities(m(batch).float(), mask) for m in self.members])
+            return torch.stack(list(emissions)).mean(0)  # [B, W, C]
+        pairs = zip(self.members, emissions, strict=True)
+        probs = torch.stack([m.head.probabilities(e, word_mask) for m, e in pairs])  # [M, B, W, C]
         return probs.mean(0).clamp_min(torch.finfo(torch.float32).tiny).log()  # [B, W, C]
 
     def predict(self, texts: Sequence[str | Sequence[str]], **kwargs) -> list[list[dict]]:
