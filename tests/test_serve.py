@@ -2,7 +2,8 @@
 inference worker), the pooling rule, the real command on a loopback port, and the benchmark.
 
 The server must answer what `ner tag` writes for the same lines, through the same routine; bad
-requests get a one-line JSON 4xx and the server keeps serving; SIGTERM leaves no process behind.
+requests get a one-line JSON 4xx and the server keeps serving; SIGTERM answers the requests in
+flight, refuses new ones and leaves no process behind. (Overload: test_serve_overload.)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from types import SimpleNamespace
 
@@ -25,11 +27,13 @@ import httpx
 import psutil
 import pytest
 from helpers import ROOT, TAG_LINES, one_line_error, run_ner
-from litserve.utils import wrap_litserve_start
+from litserve.utils import LitAPIStatus, wrap_litserve_start
 from seqeval.metrics.sequence_labeling import get_entities
 
 from ner.cli.serve import describe, processes
 from ner.model.tagger import load_tagger
+from ner.serving import batcher
+from ner.serving.admission import late_message
 from ner.serving.api import Limits, parse_request
 from ner.serving.batcher import PoolingLoop
 from ner.serving.loader import load_model
@@ -137,6 +141,9 @@ def test_health_and_info(app, ckpt):
     }
     assert model["batching"] == {"max_batch_size": 64, "batch_timeout": 0.005, "max_pieces": None}
     assert (model["workers"], model["threads"]) == (1, 1)
+    assert model["admission"] == {"max_queue": None, "deadline": 30.0, "drain_timeout": 35.0,
+                                  "rate": None, "scope": "all HTTP processes"}  # fmt: skip
+    assert app.get("/info").json()["queue"] == {"held_texts": 0, "stopping": False}
 
 
 def test_predict_answers_what_ner_tag_writes(app, ckpt, tmp_path, capsys):
@@ -329,12 +336,37 @@ def test_pooling_waits_for_a_late_request_until_the_first_ones_deadline():
     assert [uid for _, uid, _ in batch] == ["first", "second"]
 
 
-def test_pooling_answers_requests_that_waited_too_long_apart():
-    loop, waiting = PoolingLoop(), queue.Queue()
+class Transport:
+    """What a worker sends back to the HTTP processes."""
+
+    def __init__(self):
+        self.sent = []
+
+    def send(self, item, consumer_id):
+        self.sent.append((consumer_id, item))
+
+
+def test_pooling_answers_requests_that_waited_past_the_deadline_itself():
+    loop, waiting, transport = PoolingLoop(), queue.Queue(), Transport()
     waiting.put(request("old", 1, age=100))
     waiting.put(request("new", 1))
-    batch, late = loop.get_batch_requests(fake_api(64, 0.0, request_timeout=30), waiting, None)
-    assert [uid for _, uid, _ in batch] == ["new"] and late == [(0, "old")]
+    batch, late = loop.get_batch_requests(fake_api(64, 0.0, request_timeout=30), waiting, transport)
+    assert [uid for _, uid, _ in batch] == ["new"] and late == []
+    # the message the HTTP process gives when it stops waiting, not LitServe's own
+    [(consumer, (uid, (answer, status, *_)))] = transport.sent
+    assert (consumer, uid, status) == (0, "old", LitAPIStatus.OK)
+    assert answer == {"error": late_message(30), "status": 504}
+
+
+def test_a_worker_hands_freed_memory_back_at_most_every_few_seconds(monkeypatch):
+    calls = []
+    monkeypatch.setattr(batcher, "MALLOC_TRIM", calls.append)
+    loop, waiting = PoolingLoop(), queue.Queue()
+    for uid in "abc":
+        waiting.put(request(uid, 1))
+        loop.get_batch_requests(fake_api(64, 0.0), waiting, None)
+        # nothing tagged before "a"; after it, once; not again within TRIM_SECONDS
+        assert calls == ([] if uid == "a" else [0])
 
 
 def free_port() -> int:
@@ -367,10 +399,54 @@ def alive(pids: list[int]) -> list[int]:
     return running
 
 
-def test_the_command_serves_on_loopback_and_stops_on_sigterm(ckpt, tmp_path):
+REQUESTS, TEXTS = 6, 100  # of LONG: seconds of tagging for the tiny model
+
+
+def post_long(url: str) -> tuple[httpx.Response, float]:
+    """A request of `TEXTS` long passages; its answer and when it came."""
+    response = httpx.post(url, json={"texts": [LONG] * TEXTS}, timeout=180)
+    return response, time.monotonic()
+
+
+def refused(url: str) -> str:
+    """Send new requests until one is refused (503, or the connection); what refused it. Until
+    the server has taken the signal, a request may still be accepted (and answered)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            response = httpx.post(url, json={"text": EMOJI}, timeout=30)
+        except httpx.ConnectError:
+            return "connection refused"
+        if response.status_code == 503:
+            assert response.json() == {"error": "server stopping: it takes no new requests"}
+            return "503"
+        assert response.status_code == 200
+        time.sleep(0.05)
+    raise AssertionError("no new request was refused after SIGTERM")
+
+
+def drain(proc: subprocess.Popen, url: str) -> dict:
+    """SIGTERM once `REQUESTS` requests are all accepted (held, or answered): their answers, when
+    the signal went, what refused a request sent after it, and whether the server still ran."""
+    with ThreadPoolExecutor(REQUESTS) as pool:
+        pending = [pool.submit(post_long, f"{url}/predict") for _ in range(REQUESTS)]
+        held, deadline = 0, time.monotonic() + 120
+        while held + TEXTS * sum(p.done() for p in pending) < REQUESTS * TEXTS:
+            assert time.monotonic() < deadline, "the requests were not all accepted"
+            time.sleep(0.02)
+            held = httpx.get(f"{url}/info", timeout=30).json()["queue"]["held_texts"]
+        proc.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        refusal = refused(f"{url}/predict")
+        running = proc.poll() is None
+        return {"answers": [p.result(180) for p in pending], "signalled": signalled,
+                "refusal": refusal, "running": running}  # fmt: skip
+
+
+def test_the_command_serves_on_loopback_and_drains_on_sigterm(ckpt, tmp_path):
     port = free_port()
     command = [sys.executable, "-m", "ner.cli.main", "serve", ckpt, "--port", str(port),
-               "--workers", "2"]  # fmt: skip
+               "--workers", "2", "--max-queue", "100000", "--deadline", "120"]  # fmt: skip
     out, err = tmp_path / "out.txt", tmp_path / "err.txt"
     run_dir = tmp_path / "cwd"
     run_dir.mkdir()
@@ -396,13 +472,25 @@ def test_the_command_serves_on_loopback_and_stops_on_sigterm(ckpt, tmp_path):
             time.sleep(0.2)
         after_kill = httpx.post(url, json={"text": EMOJI}, timeout=60)
         tree = [proc.pid] + [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        drained = drain(proc, url.removesuffix("/predict"))
     finally:
         proc.send_signal(signal.SIGTERM)
-        code = proc.wait(60)
-    expected = [e["text"] for e in load_tagger(ckpt).predict([EMOJI])[0]]
+        code = proc.wait(90)
+    tagger = load_tagger(ckpt)
+    expected = [e["text"] for e in tagger.predict([EMOJI])[0]]
     for response in (answer, after_kill):
         assert response.status_code == 200
         assert [e["text"] for e in response.json()["results"][0]["entities"]] == expected
+    # SIGTERM: every accepted request answered, some after the signal (they were in flight),
+    # a new one refused while the server still drained
+    long = [e["text"] for e in tagger.predict([LONG])[0]]
+    for response, _ in drained["answers"]:
+        assert response.status_code == 200
+        assert [[e["text"] for e in r["entities"]] for r in response.json()["results"]] == [
+            long
+        ] * TEXTS
+    assert any(done > drained["signalled"] for _, done in drained["answers"])
+    assert drained["refusal"] in ("503", "connection refused") and drained["running"]
     assert listening == {"127.0.0.1"}  # loopback only, by default
     assert len(first) == 2 and len(tree) >= 5  # + LitServe's manager, the HTTP server
     assert code == 0, err.read_text()
@@ -417,7 +505,10 @@ def test_command_errors_are_one_line(ckpt, tmp_path, capsys):
     port = str(free_port())
     missing = str(tmp_path / "nope.ckpt")
     assert missing in one_line_error(*run_ner(["serve", missing, "--port", port], capsys)[:3:2])
-    for option, value in (("--port", "80"), ("--max-chars", "0"), ("--batch-timeout", "-1")):
+    bad = (("--port", "80"), ("--max-chars", "0"), ("--batch-timeout", "-1"),
+           ("--max-queue", "0"), ("--deadline", "0"), ("--drain-timeout", "-1"),
+           ("--batch-timeout", "40"))  # fmt: skip
+    for option, value in bad:
         line = one_line_error(*run_ner(["serve", ckpt, option, value], capsys)[:3:2])
         assert option in line
     with socket.socket() as taken:

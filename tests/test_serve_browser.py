@@ -50,14 +50,15 @@ def url(trained):
     import uvicorn
     from litserve.utils import wrap_litserve_start
 
-    from ner.cli.serve import describe, load
+    from ner.cli.serve import describe
     from ner.model.tagger import load_tagger
+    from ner.serving.loader import load_model
     from ner.serving.server import build_server
 
     ckpt = str(trained["ckpt"] / "best.ckpt")
     info = describe(load_tagger(ckpt), argparse.Namespace(checkpoint=ckpt, backend="torch",
                                                           quantize=None))  # fmt: skip
-    server = build_server(partial(load, ckpt, "torch", None, "cpu"), info, threads=1)
+    server = build_server(partial(load_model, ckpt, "torch", None, "cpu"), info, threads=1)
     with wrap_litserve_start(server) as started:
         port = free_port()
         config = uvicorn.Config(started.app, host="127.0.0.1", port=port, log_level="warning")

@@ -3,7 +3,9 @@
 The model is loaded here first, so a bad checkpoint is a one-line error before any process
 starts (and an ONNX export is made once, not by each worker); LitServe then loads it again in
 each worker process. `ner.serving.server` has the app, `ner.serving.batcher` the workers,
-`ner.serving.api` the requests and answers.
+`ner.serving.api` the requests and answers, `ner.serving.admission` what the server takes on:
+the bound on held texts (by default sized from the speed of the model loaded here), the deadline
+a request and the drain on SIGTERM.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import sys
 from functools import partial
 from typing import Any
 
+import torch
+
 from ner.cli.main import summary
 from ner.utils.errors import NERError
 from ner.utils.extras import require
@@ -25,7 +29,9 @@ require("serve", "ner serve")  # before the imports below need litserve: one lin
 from ner.inference.backends import BACKENDS, ExportedTagger  # noqa: E402
 from ner.inference.routine import Tagger  # noqa: E402
 from ner.model.checkpoint import module_spec  # noqa: E402
+from ner.serving.admission import DEADLINE, DRAIN_MARGIN, Policy, default_max_queue  # noqa: E402
 from ner.serving.api import OFFSET_UNIT, Limits  # noqa: E402
+from ner.serving.batcher import warm_rate  # noqa: E402
 from ner.serving.loader import load_model  # noqa: E402
 from ner.serving.server import HOSTS, build_server, serve  # noqa: E402
 
@@ -73,17 +79,44 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-texts", type=int, default=Limits.max_texts, help="texts a request at most"
     )
+    p.add_argument(
+        "--max-queue", type=int, default=None,
+        help="texts the server holds at most, accepted and not yet answered, over all its HTTP"
+        " processes; past it a request gets 503 with Retry-After at once (default: the texts the"
+        " workers tag in half the --deadline at the speed measured at start-up on a long"
+        " sentence, at least a full batch a worker)",
+    )  # fmt: skip
+    p.add_argument(
+        "--deadline", type=float, default=DEADLINE,
+        help="seconds a request may wait for its answer once queued; then 504",
+    )  # fmt: skip
+    p.add_argument(
+        "--drain-timeout", type=float, default=None,
+        help="on SIGTERM, seconds to answer the requests already accepted (new ones are refused)"
+        f" before the processes end (default: --deadline + {DRAIN_MARGIN:g})",
+    )  # fmt: skip
     return p
 
 
 def check(args: argparse.Namespace) -> None:
     """One-line errors for values out of range, and for a port that cannot be listened on."""
-    for name in ("max_batch_size", "workers", "max_chars", "max_texts", "threads", "max_pieces"):
+    counts = ("max_batch_size", "workers", "max_chars", "max_texts", "threads", "max_pieces",
+              "max_queue")  # fmt: skip
+    for name in counts:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise NERError(f"must be at least 1, not {value}", path="--" + name.replace("_", "-"))
     if args.batch_timeout < 0:
         raise NERError(f"must be >= 0, not {args.batch_timeout}", path="--batch-timeout")
+    for name in ("deadline", "drain_timeout"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            raise NERError(f"must be > 0, not {value}", path="--" + name.replace("_", "-"))
+    if args.batch_timeout >= args.deadline:
+        raise NERError(
+            f"must be under --deadline ({args.deadline:g}), not {args.batch_timeout:g}",
+            path="--batch-timeout",
+        )
     if not 1024 <= args.port <= 65535:
         raise NERError(f"must be from 1024 to 65535, not {args.port}", path="--port")
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
@@ -103,6 +136,21 @@ def processes(args: argparse.Namespace, device: str) -> tuple[int, int | None]:
     if args.threads or (device == "cuda" and workers == 1):
         return workers, args.threads
     return workers, max(1, cpus // workers)
+
+
+def admission(
+    tagger: Tagger, args: argparse.Namespace, workers: int, threads: int | None
+) -> Policy:
+    """The admission policy: as given, the bound by default from the speed of `tagger` on
+    `threads` threads (a worker's), times `workers` (`admission.default_max_queue`)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or before)
+    try:
+        rate = warm_rate(tagger, args.max_batch_size, args.max_pieces)
+    finally:
+        torch.set_num_threads(before)
+    bound = args.max_queue or default_max_queue(rate, workers, args.deadline, args.max_batch_size)
+    return Policy(bound, args.deadline, args.drain_timeout, round(rate * workers, 1))
 
 
 def describe(tagger: Tagger, args: argparse.Namespace) -> dict[str, Any]:
@@ -130,15 +178,18 @@ def main(argv: list[str]) -> int:
     tagger = load_model(args.checkpoint, args.backend, args.quantize, args.device)
     info = describe(tagger, args)
     workers, threads = processes(args, next(tagger.parameters()).device.type)
+    policy = admission(tagger, args, workers, threads)
     del tagger  # each worker loads its own
     loader = partial(load_model, args.checkpoint, args.backend, args.quantize, args.device)
     limits = Limits(args.max_chars, args.max_texts)
     server = build_server(
         loader, info, limits, args.max_batch_size, args.batch_timeout, workers, threads,
-        args.max_pieces,
+        args.max_pieces, policy,
     )  # fmt: skip
     print(
-        f"ner serve: loading the model in {workers} worker(s) of {threads or 'default'} thread(s)",
+        f"ner serve: loading the model in {workers} worker(s) of {threads or 'default'} thread(s);"
+        f" at most {policy.max_queue:,} texts held (about {policy.rate:g} texts/s measured), a"
+        f" {policy.deadline:g} s deadline",
         file=sys.stderr,
     )
     serve(server, args.host, args.port)

@@ -8,10 +8,19 @@ whichever comes first. Under load, requests queue while the worker tags, so batc
 waiting; alone, a request waits at most `batch_timeout`. The pooled texts then go through THE
 inference routine as one input (`ner.serving.api.tag_requests`): length-sorted, in batches under
 the tagger's piece budget.
+
+A request that waited past the server's deadline (LitServe's `request_timeout`, `ner serve
+--deadline`) before a worker took it is not tagged: the worker answers it a one-line 504 at once,
+the message the HTTP process gives when it stops waiting (`ner.serving.admission`).
+
+Between batches, every `TRIM_SECONDS` at most, a worker that tagged hands the memory freed since
+back to the system (glibc's `malloc_trim`): glibc keeps what tensors of ever-changing sizes free,
+so a busy worker's RSS would otherwise creep up for hours without any object being kept.
 """
 
 from __future__ import annotations
 
+import ctypes
 import signal
 import sys
 import time
@@ -26,10 +35,18 @@ from litserve.loops.simple_loops import BatchedLoop
 from litserve.utils import LitAPIStatus, LoopResponseType
 
 from ner.inference.routine import Tagger
+from ner.serving.admission import late_message
 from ner.serving.api import tag_requests
 from ner.utils.errors import first_line
 
 WARMUP = {"items": ["Warm up on one short sentence in London ."], "word_tags": False}
+TRIM_SECONDS = 5.0
+MALLOC_TRIM = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc only
+# what `warm_rate` times: a long news sentence (35 words), so that most texts tag faster
+TIMED = (
+    "The chairman of Deutsche Bank , Hilmar Kopper , told reporters in Frankfurt on Tuesday that"
+    " the bank would open offices in London , New York and Tokyo before the end of next year ."
+)
 
 
 def failure(exc: Exception) -> dict[str, Any]:
@@ -41,7 +58,19 @@ def failure(exc: Exception) -> dict[str, Any]:
 
 
 class PoolingLoop(BatchedLoop):
-    """LitServe's batched loop with our pooling rule (see the module's docstring)."""
+    """LitServe's batched loop with our pooling rule and memory trim (see the module's
+    docstring)."""
+
+    def __init__(self):
+        super().__init__()
+        self._tagged, self._trimmed = False, 0.0
+
+    def _trim(self) -> None:
+        """Hand freed memory back to the system, if a batch was tagged since the last time and
+        that was `TRIM_SECONDS` ago."""
+        if MALLOC_TRIM and self._tagged and time.monotonic() - self._trimmed >= TRIM_SECONDS:
+            MALLOC_TRIM(0)
+            self._tagged, self._trimmed = False, time.monotonic()
 
     def _next(self, queue: Queue, timeout: float) -> tuple | None:
         """The next queued request, waiting up to `timeout` seconds (not at all if <= 0)."""
@@ -54,7 +83,9 @@ class PoolingLoop(BatchedLoop):
         return item if item[1] is not None else None  # LitServe's stop sentinel: no request
 
     def get_batch_requests(self, lit_api: ls.LitAPI, request_queue: Queue, transport: Any):
-        """(requests to tag, requests that waited past the server's timeout)."""
+        """(requests to tag, []): those that waited past the server's deadline are answered
+        here (a 504 in our words; LitServe would answer the ones returned second with its own)."""
+        self._trim()
         first = self._next(request_queue, 1.0)  # blocks in the queue's server, not a busy poll
         if first is None:
             return [], []
@@ -67,16 +98,20 @@ class PoolingLoop(BatchedLoop):
             taken.append(item)
             texts += len(item[3]["items"])
         limit = lit_api.request_timeout
-        now, batch, late = time.monotonic(), [], []
+        now, batch = time.monotonic(), []
         for queue_id, uid, enqueued, payload in taken:
+            if limit not in (None, False, -1) and now - enqueued > limit:
+                late = {"error": late_message(limit), "status": 504}
+                self.put_response(
+                    transport, queue_id, uid, late, LitAPIStatus.OK, LoopResponseType.REGULAR
+                )
+                continue
             self.put_response(
                 transport, queue_id, uid, (), LitAPIStatus.START, LoopResponseType.REGULAR
             )  # a no-op unless LitServe restarts workers; then it tells which worker has it
-            if limit not in (None, False, -1) and now - enqueued > limit:
-                late.append((queue_id, uid))
-            else:
-                batch.append((queue_id, uid, payload))
-        return batch, late
+            batch.append((queue_id, uid, payload))
+        self._tagged = self._tagged or bool(batch)
+        return batch, []
 
 
 class TaggingAPI(ls.LitAPI):
@@ -147,3 +182,13 @@ class TaggingAPI(ls.LitAPI):
 
     def encode_response(self, output: dict[str, Any]) -> dict[str, Any]:
         return output  # the HTTP process writes the JSON
+
+
+def warm_rate(model: Tagger, max_batch_size: int, max_pieces: int | None = None) -> float:
+    """Texts a second `model` tags in full batches of a long sentence (`TIMED`), on this
+    process's torch threads: what `ner serve` sizes its queue by (`ner.serving.admission`)."""
+    request = {"items": [TIMED] * max_batch_size, "word_tags": False}
+    tag_requests(model, [WARMUP])  # the first call pays for lazy set-up
+    start = time.perf_counter()
+    tag_requests(model, [request], batch_size=max_batch_size, max_pieces=max_pieces)
+    return max_batch_size / (time.perf_counter() - start)

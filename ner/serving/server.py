@@ -1,23 +1,30 @@
 """`ner serve`'s HTTP side on LitServe: the app, its routes, and a run that stops cleanly.
 
-Routes: `POST /predict` (validated here, in the HTTP process, then queued to the inference
-worker, `ner.serving.batcher`), `GET /health` and `GET /info` (LitServe's: ready only once every
-worker has loaded the model; the model's description, limits and batching), `GET /ui/` (the page,
-static files shipped in the package). Every error is a one-line JSON `{"error": "..."}`.
+Routes: `POST /predict` (validated here, in the HTTP process, admitted under the bound on held
+texts, then queued to the inference worker, `ner.serving.batcher`, and answered within the
+deadline: `ner.serving.admission`), `GET /health` (LitServe's: ready only once every worker has
+loaded the model; answered by the HTTP process itself, never queued behind tagging), `GET /info`
+(the model's description, limits, batching and admission policy, and the texts held now),
+`GET /ui/` (the page, static files shipped in the package). Every error is a one-line JSON
+`{"error": "..."}`.
 
 `serve` runs the server until SIGINT or SIGTERM and leaves no process behind: LitServe handles
 Ctrl-C (KeyboardInterrupt) but not SIGTERM, which would kill the main process and orphan its
-workers, so SIGTERM takes the same path; whatever child is left after LitServe's shutdown is
-terminated. Logs go to stderr (LitServe's default stream is stdout), access logs are off.
+workers, so SIGTERM takes the same path. It drains (`ner.serving.shutdown`): new requests are
+refused (503, then the connection), every HTTP process answers the requests it holds (each within
+the deadline) and ends, at most `Policy.drain` seconds later; then the workers end, and whatever
+child is left is terminated. Logs go to stderr (LitServe's default stream is stdout), access logs
+are off.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
-import multiprocessing
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from contextlib import asynccontextmanager
@@ -33,22 +40,23 @@ from fastapi import Request, Response
 from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from litserve.server import RegularRequestHandler
-from litserve.utils import configure_logging
+from litserve.utils import LitAPIStatus, ResponseBufferItem, configure_logging
 from starlette.exceptions import HTTPException
 
 from ner.inference.routine import Tagger
+from ner.serving.admission import Admission, Busy, Policy, late_message
 from ner.serving.api import Limits, RequestError, parse_request
 from ner.serving.batcher import TaggingAPI
+from ner.serving.shutdown import begin_drain, drainable, reap_children
 from ner.utils.errors import NERError
 
 UI = Path(__file__).resolve().parent / "ui"
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds
-SHUTDOWN_SECONDS = 5  # how long an HTTP process may finish its requests when stopped
 
 
-def error(status: int, message: str) -> JSONResponse:
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     """The one shape of every error answer."""
-    return JSONResponse({"error": message}, status_code=status)
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -67,18 +75,46 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def predict_endpoint(server: ls.LitServer, api: TaggingAPI, limits: Limits) -> Callable:
-    """`POST /predict`: validate, queue to the workers through LitServe, answer JSON."""
+async def answer_of(
+    server: ls.LitServer, handler: RegularRequestHandler, work: dict, deadline: float
+) -> dict[str, Any]:
+    """The worker's answer to `work`, or a 504 answer once `deadline` seconds have passed.
+    LitServe's `RegularRequestHandler.handle_request` with a deadline, whose buffer entry goes
+    whatever happens (theirs would stay behind a cancelled wait)."""
+    # nothing awaits between the submission and the entry: no answer can come before its entry
+    uid, _ = await handler._submit_request(work)
+    item = server.response_buffer[uid] = ResponseBufferItem(asyncio.Event())
+    try:
+        await asyncio.wait_for(item.event.wait(), deadline)
+    except asyncio.TimeoutError:
+        return {"error": late_message(deadline), "status": 504}
+    finally:
+        server.response_buffer.pop(uid, None)
+    response, status = item.response
+    if status == LitAPIStatus.ERROR:  # LitServe's own (a worker died with it): raised, a 500
+        handler._handle_error_response(response)
+    return response
+
+
+def predict_endpoint(
+    server: ls.LitServer, api: TaggingAPI, limits: Limits, admission: Admission
+) -> Callable:
+    """`POST /predict`: validate, admit, queue to the workers through LitServe, answer JSON."""
     handler = RegularRequestHandler(api, server)
 
     async def predict(request: Request) -> Response:
         try:
             work = parse_request(await read_body(request, limits.max_body), limits)
+            admission.admit(len(work["items"]))
+        except Busy as exc:
+            return error(503, exc.message, {"Retry-After": str(exc.retry_after)})
         except RequestError as exc:
             return error(exc.status, exc.message)
-        # a plain dict is passed on as it is (LitServe reads a `Request` itself)
-        answer = await handler.handle_request(work, dict)
-        if "error" in answer:  # this request alone could not be tagged (`batcher.failure`)
+        try:
+            answer = await answer_of(server, handler, work, admission.policy.deadline)
+        finally:
+            admission.release(len(work["items"]))
+        if "error" in answer:  # past the deadline, or could not be tagged (`batcher.failure`)
             return error(answer["status"], answer["error"])
         body = json.dumps(answer, ensure_ascii=False).encode("utf-8")
         return Response(body, media_type="application/json")
@@ -86,13 +122,31 @@ def predict_endpoint(server: ls.LitServer, api: TaggingAPI, limits: Limits) -> C
     return predict
 
 
-def install_routes(server: ls.LitServer, api: TaggingAPI, limits: Limits) -> None:
-    """Replace LitServe's `/predict` with the validating one and its `/` with a way to the page;
-    add the page and JSON errors."""
+def info_endpoint(server: ls.LitServer, admission: Admission) -> tuple[Callable, list]:
+    """`GET /info`: LitServe's, and the texts held now; (the endpoint, LitServe's checks)."""
+    route = next(r for r in server.app.router.routes if getattr(r, "path", None) == "/info")
+    litserve_info = route.endpoint
+
+    async def info(request: Request) -> JSONResponse:
+        data = json.loads((await litserve_info(request)).body)
+        return JSONResponse({**data, "queue": admission.state()})
+
+    return info, route.dependencies
+
+
+def install_routes(
+    server: ls.LitServer, api: TaggingAPI, limits: Limits, admission: Admission
+) -> None:
+    """Replace LitServe's `/predict` with the validating one, its `/info` with one that tells
+    the queue, and its `/` with a way to the page; add the page and JSON errors."""
     app = server.app
-    replaced = (api.api_path, "/")
+    info, checks = info_endpoint(server, admission)
+    replaced = (api.api_path, "/", "/info")
     app.router.routes = [r for r in app.router.routes if getattr(r, "path", None) not in replaced]
-    app.add_api_route(api.api_path, predict_endpoint(server, api, limits), methods=["POST"])
+    app.add_api_route(
+        api.api_path, predict_endpoint(server, api, limits, admission), methods=["POST"]
+    )
+    app.add_api_route("/info", info, methods=["GET"], dependencies=checks)
     app.add_api_route(
         "/", lambda: RedirectResponse("/ui/"), methods=["GET"], include_in_schema=False
     )
@@ -113,23 +167,29 @@ def build_server(
     workers: int = 1,
     threads: int | None = None,
     max_pieces: int | None = None,
+    policy: Policy | None = None,
 ) -> ls.LitServer:
     """A LitServer tagging with the model `loader` returns (in each of `workers` processes);
-    `info` (JSON) describes it at `/info`, beside the limits and the batching."""
-    limits = limits or Limits()
+    `info` (JSON) describes it at `/info`, beside the limits, the batching and the admission
+    `policy` (default: no bound on held texts, a 30 s deadline). The server's `admission` is
+    the state its HTTP processes share."""
+    limits, policy = limits or Limits(), policy or Policy()
     api = TaggingAPI(loader, max_batch_size, batch_timeout, threads, max_pieces)
     batching = {"max_batch_size": max_batch_size, "batch_timeout": batch_timeout,
                 "max_pieces": max_pieces}  # fmt: skip
     metadata = {**info, "limits": limits.as_dict(), "batching": batching, "workers": workers,
-                "threads": threads}  # fmt: skip
-    # timeout=False: a request queued behind a long one waits for it rather than failing;
+                "threads": threads, "admission": policy.as_dict()}  # fmt: skip
+    # timeout: a worker drops requests that waited past the deadline (`PoolingLoop`);
     # restart_workers: a worker that dies (killed for memory) is replaced, its requests get a 500
     server = ls.LitServer(
-        api, accelerator="cpu", workers_per_device=workers, timeout=False,
+        api, accelerator="cpu", workers_per_device=workers, timeout=policy.deadline,
         model_metadata=metadata, restart_workers=True,
     )  # fmt: skip
-    server.uvicorn_graceful_timeout = SHUTDOWN_SECONDS
-    install_routes(server, api, limits)
+    # how long a stopped HTTP process may answer what it holds (uvicorn's graceful shutdown),
+    # and how long LitServe waits for it before killing it
+    server.uvicorn_graceful_timeout = policy.drain
+    server.admission = Admission(policy)
+    install_routes(server, api, limits, server.admission)
     return server
 
 
@@ -154,21 +214,11 @@ def log_config() -> dict[str, Any]:
     return config
 
 
-def reap_children() -> None:
-    """Stop every process this one started that is still running."""
-    children = multiprocessing.active_children()
-    for child in children:
-        child.terminate()
-    for child in children:
-        child.join(SHUTDOWN_SECONDS)
-        if child.is_alive():
-            child.kill()
-            child.join()
-
-
 def serve(server: ls.LitServer, host: str = "127.0.0.1", port: int = 8000) -> None:
-    """Run `server` until SIGINT or SIGTERM; returns once all its processes have ended."""
+    """Run `server` until SIGINT or SIGTERM, then drain it; returns once all its processes have
+    ended."""
     main_pid = os.getpid()
+    listening: list[socket.socket] = []
 
     def stop(signum: int, frame: Any) -> None:
         if os.getpid() != main_pid:  # a forked child that kept this handler: die as by default
@@ -177,6 +227,7 @@ def serve(server: ls.LitServer, host: str = "127.0.0.1", port: int = 8000) -> No
             return
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, signal.SIG_IGN)  # one stop is enough; the shutdown is bounded
+        begin_drain(server.admission, listening, signum)
         raise KeyboardInterrupt
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -184,7 +235,10 @@ def serve(server: ls.LitServer, host: str = "127.0.0.1", port: int = 8000) -> No
     announce(server, f"ner serve: ready on {url} (the page: {url}/ui/, the API: POST /predict)")
     to_stderr = partial(configure_logging, stream=sys.stderr)
     try:
-        with mock.patch.object(litserve.server, "configure_logging", to_stderr):
+        with (
+            mock.patch.object(litserve.server, "configure_logging", to_stderr),
+            drainable(listening),
+        ):
             server.run(
                 host=host, port=port, log_level="warning", generate_client_file=False,
                 log_config=log_config(), access_log=False,
