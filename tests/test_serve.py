@@ -21,6 +21,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from pathlib import Path
 from types import SimpleNamespace
 
 import httpx
@@ -134,6 +135,8 @@ def test_health_and_info(app, ckpt):
     assert (model["backend"], model["quantize"], model["device"]) == ("torch", None, "cpu")
     assert model["version"] == __import__("importlib.metadata").metadata.version("ner")
     assert model["offset_unit"] == "unicode_code_point"
+    # the card `ner fit` wrote beside the checkpoint, linked
+    assert model["model_card"] == str((Path(ckpt).parent / "README.md").resolve())
     assert model["limits"] == {
         "max_chars": 1_000_000,
         "max_texts": 1000,

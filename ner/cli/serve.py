@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from ner.cli.main import summary
+from ner.cli.model_card import card_of
 from ner.utils.errors import NERError
 from ner.utils.extras import require
 
@@ -168,6 +169,7 @@ def describe(tagger: Tagger, args: argparse.Namespace) -> dict[str, Any]:
         "quantize": args.quantize,
         "device": str(next(tagger.parameters()).device),
         "offset_unit": OFFSET_UNIT,
+        "model_card": str(card.resolve()) if (card := card_of(args.checkpoint)) else None,
     }
 
 
