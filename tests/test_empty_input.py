@@ -9,7 +9,7 @@ import json
 
 import pytest
 import torch
-from helpers import LABELS, run_ner, tiny_tagger_batch
+from helpers import LABELS, decisive, run_ner, tiny_tagger_batch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -34,14 +34,6 @@ from ner.serving.batcher import TaggingAPI
 
 EMPTY = ["", " ", "   ", "\n", "\t \r\n", "\u00a0\u2028"]
 REAL = "john smith visited paris and berlin with mary ."
-
-
-def decisive(model: NERTagger, seed: int) -> NERTagger:
-    """A random, decisive classifier: an untrained one tags everything alike."""
-    with torch.no_grad():
-        weight = model.head.classifier.weight
-        weight.copy_(4 * torch.randn(weight.shape, generator=torch.Generator().manual_seed(seed)))
-    return model
 
 
 @pytest.fixture(scope="module")
@@ -191,23 +183,10 @@ def test_a_request_that_fails_fails_alone(model):
 @pytest.fixture(scope="module")
 def app(ckpt):
     """`ner serve`'s app in-process on the checkpoint with character features, one worker."""
-    from functools import partial
+    from serving import served
 
-    from litserve.utils import wrap_litserve_start
-    from test_serve import InProcess, info_of
-
-    from ner.serving.loader import load_model
-    from ner.serving.server import build_server
-
-    server = build_server(partial(load_model, str(ckpt), "torch", None, "cpu"), info_of(str(ckpt)),
-                          threads=1)  # fmt: skip
-    with wrap_litserve_start(server) as started:
-        client = InProcess(started)
-        try:
-            client.wait_ready()
-            yield client
-        finally:
-            client.close()
+    with served(ckpt) as client:
+        yield client
 
 
 def test_the_server_answers_empty_texts_alone_and_in_a_burst(app, model):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from functools import partial
 
 import numpy as np
 import pytest
@@ -162,25 +161,14 @@ def test_project_and_export(fitted, corpus, tmp_path, capsys):
 
 
 def test_serve(fitted):
-    from litserve.utils import wrap_litserve_start
-    from test_serve import InProcess, info_of
+    from serving import served
 
-    from ner.serving.loader import load_model
-    from ner.serving.server import build_server
-
-    loader = partial(load_model, str(fitted), "torch", None, "cpu")
-    server = build_server(loader, info_of(str(fitted)), threads=1)
-    with wrap_litserve_start(server) as started:
-        client = InProcess(started)
-        try:
-            client.wait_ready()
-            answer = client.post(json={"texts": [TEXT, ""]})
-            assert answer.status_code == 200, answer.text
-            results = answer.json()["results"]
-            want = load_tagger(fitted).predict([TEXT])[0]
-            assert [(e["label"], e["start"]) for e in results[0]["entities"]] == [
-                (e["label"], e["start"]) for e in want
-            ]
-            assert results[1]["entities"] == []
-        finally:
-            client.close()
+    with served(fitted) as client:
+        answer = client.post(json={"texts": [TEXT, ""]})
+        assert answer.status_code == 200, answer.text
+        results = answer.json()["results"]
+        want = load_tagger(fitted).predict([TEXT])[0]
+        assert [(e["label"], e["start"]) for e in results[0]["entities"]] == [
+            (e["label"], e["start"]) for e in want
+        ]
+        assert results[1]["entities"] == []

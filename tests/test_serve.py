@@ -9,7 +9,6 @@ flight, refuses new ones and leaves no process behind. (Overload: test_serve_ove
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import queue
@@ -20,7 +19,6 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,17 +26,17 @@ import httpx
 import psutil
 import pytest
 from helpers import ROOT, TAG_LINES, one_line_error, run_ner
-from litserve.utils import LitAPIStatus, wrap_litserve_start
+from litserve.utils import LitAPIStatus
 from seqeval.metrics.sequence_labeling import get_entities
+from serving import served
 
-from ner.cli.serve import describe, processes
+from ner.cli.serve import processes
 from ner.model.tagger import load_tagger
 from ner.serving import batcher
 from ner.serving.admission import late_message
 from ner.serving.api import Limits, parse_request
 from ner.serving.batcher import PoolingLoop
-from ner.serving.loader import load_model
-from ner.serving.server import UI, build_server
+from ner.serving.server import UI
 from ner.utils.precision import auto_precision
 
 BF16 = auto_precision("cpu") == "bf16-mixed"  # inference autocasts to bf16 here
@@ -46,62 +44,6 @@ EMOJI = "😀 john smith visited paris today ."
 # longer than the tiny model's 64-piece window: tagged in several windows, as by `ner tag`
 LONG = " ".join(["john smith visited paris and berlin with mary ."] * 12)
 LINES = [*TAG_LINES, EMOJI, LONG, "Zürich – naïve café in Genève , 東京 .", "\tjohn\u00a0smith ."]
-
-
-class InProcess:
-    """An httpx client on the app, in an event loop of its own (a thread) that keeps the app's
-    lifespan open: LitServe's response reader lives in that loop for the whole module."""
-
-    def __init__(self, server):
-        self.server = server
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.run(self._open())
-
-    async def _open(self) -> None:
-        app = self.server.app
-        self.lifespan = app.router.lifespan_context(app)
-        await self.lifespan.__aenter__()
-        transport = httpx.ASGITransport(app=app)
-        self.client = httpx.AsyncClient(transport=transport, base_url="http://serve.test")
-
-    async def _close(self) -> None:
-        await self.client.aclose()
-        await self.lifespan.__aexit__(None, None, None)
-
-    def run(self, coroutine, timeout: float = 120):
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
-
-    def get(self, path: str) -> httpx.Response:
-        return self.run(self.client.get(path))
-
-    def post(self, **kwargs) -> httpx.Response:
-        return self.run(self.client.post("/predict", **kwargs))
-
-    def post_many(self, bodies: list[dict]) -> list[httpx.Response]:
-        """Send every body at once (concurrent requests)."""
-
-        async def send():
-            return await asyncio.gather(*(self.client.post("/predict", json=b) for b in bodies))
-
-        return self.run(send())
-
-    def wait_ready(self, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while self.get("/health").status_code != 200:
-            assert time.monotonic() < deadline, "the worker did not get ready"
-            time.sleep(0.2)
-
-    def close(self) -> None:
-        self.run(self._close())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join()
-
-
-def info_of(ckpt: str) -> dict:
-    args = argparse.Namespace(checkpoint=ckpt, backend="torch", quantize=None)
-    return describe(load_tagger(ckpt), args)
 
 
 @pytest.fixture(scope="module")
@@ -113,14 +55,8 @@ def ckpt(trained) -> str:
 def app(ckpt):
     """The app with the default limits and one real inference worker (one thread, as the tests'
     own tagging runs, so both compute the same floats)."""
-    server = build_server(partial(load_model, ckpt, "torch", None, "cpu"), info_of(ckpt), threads=1)
-    with wrap_litserve_start(server) as started:
-        client = InProcess(started)
-        try:
-            client.wait_ready()
-            yield client
-        finally:
-            client.close()
+    with served(ckpt) as client:
+        yield client
 
 
 def test_health_and_info(app, ckpt):

@@ -3,7 +3,7 @@ Retry-After, one line of JSON) while the accepted ones get their answers; past `
 request gets a 504, not a hang; `/health` answers while the worker is busy; the soak benchmark in
 smoke mode. (The drain on SIGTERM is checked on the real command, in test_serve.)
 
-The in-process apps (`test_serve.InProcess`) tag with a model that sleeps before each batch
+The in-process apps (`serving.InProcess`) tag with a model that sleeps before each batch
 (`Slow`): a worker busy for a known time, so what is refused, late or in flight is known.
 """
 
@@ -13,14 +13,12 @@ import asyncio
 import json
 import re
 import time
-from contextlib import contextmanager
 from functools import partial
 
 import httpx
 import pytest
 from helpers import TAG_LINES
-from litserve.utils import wrap_litserve_start
-from test_serve import InProcess, info_of
+from serving import InProcess, info_of, running
 
 from ner.model.tagger import load_tagger
 from ner.serving.admission import Admission, Policy, late_message
@@ -47,17 +45,6 @@ class Slow:
 def slow_model(ckpt: str, seconds: float) -> Slow:
     """The loader of the in-process apps (module level: it pickles into the worker)."""
     return Slow(load_model(ckpt, "torch", None, "cpu"), seconds)
-
-
-@contextmanager
-def running(server):
-    with wrap_litserve_start(server) as started:
-        client = InProcess(started)
-        try:
-            client.wait_ready()
-            yield client
-        finally:
-            client.close()
 
 
 def timed_posts(app: InProcess, bodies: list[dict]) -> list[tuple[httpx.Response, float]]:
