@@ -13,6 +13,7 @@ import argparse
 import time
 
 from ner.cli.main import summary
+from ner.inference.backend_table import QUANTIZATIONS
 from ner.inference.export import export_onnx
 from ner.model.tagger import load_tagger
 from ner.utils.extras import require
@@ -23,7 +24,9 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ner export", description=summary("export"))
     p.add_argument("checkpoint", help="a checkpoint written by `ner fit`")
     p.add_argument("output", help="the folder to write (absent or empty)")
-    p.add_argument("--no-int8", action="store_true", help="skip the int8 model")
+    p.add_argument("--no-int8", action="store_true",
+                   help=f"skip the int8 graph ({QUANTIZATIONS['int8'].by_backend['onnx']}: what "
+                   "`--backend onnx --quantize int8` runs)")  # fmt: skip
     return p
 
 

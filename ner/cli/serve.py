@@ -27,7 +27,8 @@ from ner.utils.extras import require
 
 require("serve", "ner serve")  # before the imports below need litserve: one line, not a traceback
 
-from ner.inference.backends import BACKENDS, ExportedTagger  # noqa: E402
+from ner.inference.backend_table import add_backend_arguments  # noqa: E402
+from ner.inference.backends import ExportedTagger  # noqa: E402
 from ner.inference.routine import Tagger  # noqa: E402
 from ner.model.checkpoint import module_spec  # noqa: E402
 from ner.serving.admission import DEADLINE, DRAIN_MARGIN, Policy, default_max_queue  # noqa: E402
@@ -47,8 +48,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoint", help="a checkpoint, or a folder written by `ner export`")
     p.add_argument("--host", choices=HOSTS, default="127.0.0.1", help="the address to listen on")
     p.add_argument("--port", type=int, default=8000, help="the port (1024-65535)")
-    p.add_argument("--backend", choices=BACKENDS, default="torch", help="onnx: ONNX Runtime (CPU)")
-    p.add_argument("--quantize", choices=("int8",), default=None, help="int8 linear layers")
+    add_backend_arguments(p)
     p.add_argument("--device", default="auto", help="auto (a GPU if there is one), cpu, cuda:N")
     p.add_argument(
         "--max-batch-size", type=int, default=64,

@@ -11,7 +11,7 @@ from tqdm.auto import tqdm
 from ner.cli.main import summary
 from ner.corpus.inputs import KINDS, decode_lines, open_input, read_conll_input, text_passages
 from ner.corpus.outputs import TAG_FORMATS, write_predictions
-from ner.inference.backends import BACKENDS
+from ner.inference.backend_table import add_backend_arguments
 from ner.inference.routine import Tagged, iter_tags
 from ner.serving.loader import load_model
 
@@ -35,8 +35,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--output", default=None, help="output file (default: stdout)")
     p.add_argument("--batch-size", type=int, default=64, help="sentences a batch at most")
     p.add_argument("--device", default="auto", help="auto (a GPU if there is one), cpu, cuda:N")
-    p.add_argument("--backend", choices=BACKENDS, default="torch", help="onnx: ONNX Runtime (CPU)")
-    p.add_argument("--quantize", choices=("int8",), default=None, help="int8 linear layers")
+    add_backend_arguments(p)
     p.add_argument(
         "--ensemble", nargs="+", default=[], metavar="CKPT",
         help="more checkpoints of the same recipe (e.g. other seeds): their tag probabilities are"
