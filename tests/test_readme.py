@@ -6,6 +6,7 @@ command uses is the one an earlier command trained."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shlex
@@ -125,12 +126,67 @@ def test_every_readme_command_runs(command, sandbox, capsys, monkeypatch):
         assert out  # one record a line of the input
 
 
+def shown(block: str) -> dict[int, object]:
+    """Line of each expression statement of `block` -> the value the README shows for it: a
+    Python literal in the comment line right under it (`...` stands for whatever is there)."""
+    lines = block.splitlines()
+    found = {}
+    for statement in ast.parse(block).body:
+        below = statement.end_lineno  # 0-based index of the line under it
+        if isinstance(statement, ast.Expr) and below < len(lines):
+            comment = lines[below].strip()
+            if comment.startswith("# ") and comment[2:3] in "[{(":
+                found[statement.lineno] = ast.literal_eval(comment[2:])
+    return found
+
+
+def matches(value, template) -> bool:
+    """`value` has the shape the README shows: the same containers and keys, values of the
+    same type (a tiny random model tags other words than the real one), `...` any rest."""
+    if template is Ellipsis:
+        return True
+    if isinstance(template, dict):
+        return (
+            isinstance(value, dict)
+            and set(value) == set(template)
+            and all(matches(value[k], t) for k, t in template.items())
+        )
+    if isinstance(template, list | tuple):
+        if not isinstance(value, list | tuple):
+            return False
+        rest = bool(template) and template[-1] is Ellipsis
+        head = template[:-1] if rest else template
+        if len(value) < len(head) or (not rest and len(value) != len(head)):
+            return False
+        return all(matches(v, t) for v, t in zip(value, head, strict=False))
+    if isinstance(template, float):
+        return isinstance(value, float | int)
+    return isinstance(value, type(template))
+
+
 @pytest.mark.parametrize("block", readme_blocks("python"))
-def test_every_readme_python_block_runs(block, sandbox, monkeypatch):
+def test_every_readme_python_block_runs_and_prints_what_it_shows(block, sandbox, monkeypatch):
     monkeypatch.chdir(sandbox)
     if not (sandbox / "checkpoints" / "conll2003-minilm" / "best.ckpt").is_file():
         pytest.fail("the README's commands did not leave the checkpoint its Python uses")
-    exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+    namespace = {"__name__": "readme"}
+    templates = shown(block)
+    for statement in ast.parse(block).body:
+        code = ast.unparse(statement)
+        if statement.lineno in templates:
+            value = eval(compile(code, "README.md", "eval"), namespace)  # noqa: S307
+            assert matches(value, templates[statement.lineno]), (code, value)
+        else:
+            exec(compile(code, "README.md", "exec"), namespace)
+
+
+def test_the_shape_check_catches_a_wrong_answer():
+    template = ast.literal_eval("[[{'text': 'EU', 'score': 0.99}, ...], [...]]")
+    assert matches([[{"text": "a", "score": 1.0}], []], template)
+    assert not matches([[{"text": "a"}], []], template)  # a key missing
+    assert not matches([[{"text": "a", "score": 1.0}]], template)  # one list, not two
+    assert not matches([[{"text": 3, "score": 1.0}], []], template)  # a number, not a text
+    assert shown("x = 1\nx + 1\n# [2, ...]\n") == {2: [2, Ellipsis]}
 
 
 def test_the_files_the_readme_names_exist():
