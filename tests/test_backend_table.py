@@ -53,3 +53,12 @@ def test_the_api_refuses_what_the_table_does_not_hold():
         check_backend("tensorrt", None)
     with pytest.raises(NERError, match="quantize: 'int4' is not one of int8 on torch"):
         check_backend("torch", "int4")
+
+
+def test_accelerate_checks_against_the_table():
+    from ner.inference.backends import accelerate
+
+    with pytest.raises(NERError, match="backend: 'tensorrt' is not one of torch, onnx"):
+        accelerate(None, "tensorrt")
+    with pytest.raises(NERError, match="quantize: 'int4' is not one of int8 on onnx"):
+        accelerate(None, "onnx", "int4")

@@ -1,10 +1,12 @@
 """Inference backends give the fp32 torch path's tags: ONNX Runtime exactly, int8 (ONNX Runtime
-and torchao) within a stated tolerance; `ner tag`, `ner test` and `tagger.predict` use them."""
+and torchao) within a stated tolerance; `ner tag`, `ner test` and `tagger.predict` use them. On
+every backend a sentence gets the tags it gets alone, whatever it is batched with."""
 
 from __future__ import annotations
 
 import copy
 import json
+import random
 
 import numpy as np
 import pytest
@@ -17,12 +19,22 @@ import ner.utils.errors
 from ner.inference.backends import ExportedTagger, accelerate, cached_export
 from ner.inference.routine import iter_tags, map_batches
 from ner.model.tagger import load_tagger
+from ner.utils.precision import cpu_has_fast_bf16
 
 # a fixed set: tiny-corpus sentences plus long ones that need several windows (max_length 24)
 FIXED = [[w for w, _ in s] for s in tiny_sentences(40, seed=7)]
 FIXED += [FIXED[0] * 6, FIXED[1] * 9, ["acme"] * 40]
 # int8 may move emissions a little: the tolerance of these tests (word tags that may differ)
 INT8_TAG_AGREEMENT = 0.95
+# a 200-word neighbour: many windows, and the longest row of any batch it joins
+LONG = [w for s in FIXED for w in s][:200]
+# How far a sentence's emissions may move with its batch, as a fraction of their spread. ONNX
+# Runtime's fp32 graph gives a row the same bits in any batch (its sums do not regroup with the
+# padded length), and the int8 graph quantizes each row on its own: not a bit may move. torch's
+# attention kernels round by the batch's padded length: the last bits of fp32 move (more in
+# bf16), and under torchao's int8 such a move can tip an activation to the next int8 step.
+BATCH_TOLERANCE = {"onnx": 0.0, "onnx-int8": 0.0, "torch": 1e-6, "torch-bf16": 1e-2}
+BATCH_TOLERANCE["torchao-int8"] = 1e-3
 
 
 def emissions(model, sentences):
@@ -84,6 +96,53 @@ def test_int8_stays_within_the_stated_tolerance(models, name):
     flat = [t for s in tags(models[name], FIXED) for t in s]
     ref = [t for s in tags(models["torch"], FIXED) for t in s]
     assert np.mean([a == b for a, b in zip(flat, ref, strict=True)]) >= INT8_TAG_AGREEMENT
+
+
+def tagged(model, sentences, batch_size, bf16=False):
+    """Each sentence's (emissions, tags) through the inference routine, `batch_size` a batch."""
+
+    def run(batch):
+        out = model(batch).float()
+        tags, _ = model.head.decode(out, batch["word_mask"])
+        n = batch["word_mask"].sum(1).tolist()
+        return [(e[:k].numpy(), t[:k]) for e, t, k in zip(out, tags.tolist(), n, strict=True)]
+
+    return list(map_batches(model, run, sentences, batch_size=batch_size, bf16=bf16))
+
+
+@pytest.mark.parametrize("name", ["torch", "torch-bf16", "onnx", "onnx-int8", "torchao-int8"])
+def test_a_sentence_is_tagged_as_alone_whatever_it_is_batched_with(models, name):
+    """What a sentence gets must not depend on its batch mates, their order or their length:
+    one call a sentence is the reference; all in one call (batches of 1, 7, 64), shuffled and
+    with long neighbours (batches of 7, 64; in batches of 1 those are the first case again) give
+    the same tags, and on ONNX Runtime the same emissions, bit for bit."""
+    bf16 = name == "torch-bf16"
+    if bf16 and not cpu_has_fast_bf16():
+        pytest.skip("bf16 autocast runs only where the CPU has native bf16")
+    model = models[name.removesuffix("-bf16")]
+    alone = [tagged(model, [sentence], 1, bf16)[0] for sentence in FIXED]
+    order = random.Random(0).sample(range(len(FIXED)), len(FIXED))
+    mixed = [x for i, s in enumerate(FIXED) for x in ([s, LONG] if i % 4 == 0 else [s])]
+    runs = {"all, batches of 1": tagged(model, FIXED, 1, bf16)}
+    for size in (7, 64):
+        runs[f"all, batches of {size}"] = tagged(model, FIXED, size, bf16)
+        shuffled = tagged(model, [FIXED[i] for i in order], size, bf16)
+        runs[f"shuffled, batches of {size}"] = [shuffled[order.index(i)] for i in range(len(FIXED))]
+        got = tagged(model, mixed, size, bf16)
+        runs[f"with long neighbours, batches of {size}"] = [
+            r for x, r in zip(mixed, got, strict=True) if x is not LONG
+        ]
+    spread = np.ptp(np.concatenate([e for e, _ in alone]))
+    for how, got in runs.items():
+        assert [t for _, t in got] == [t for _, t in alone], how
+        for (emitted_here, _), (emitted_alone, _) in zip(got, alone, strict=True):
+            np.testing.assert_allclose(
+                emitted_here,
+                emitted_alone,
+                rtol=0,
+                atol=BATCH_TOLERANCE[name] * spread,
+                err_msg=how,
+            )
 
 
 def test_tagger_predict_runs_on_the_attached_backend(models):
@@ -170,3 +229,25 @@ def test_an_export_folder_without_int8_says_so(context_run, tmp_path, capsys):
     )
     with pytest.raises(ner.utils.errors.NERError, match="this export has no int8 model"):
         ExportedTagger(tmp_path / "e", "int8")
+
+
+@pytest.mark.integration
+def test_the_invariance_benchmark_smoke(ckpt, conll_dir, tmp_path, capsys):
+    """`benchmarks.invariance --smoke` tags a few eng.testb sentences three ways on every backend
+    this CPU runs and finds no sentence whose entities move with its batch."""
+    from benchmarks import invariance
+    from benchmarks.common import parse_table
+
+    out = tmp_path / "record.json"
+    invariance.main(["--smoke", "--ckpt", str(ckpt), "--out", str(out)])
+    record = json.loads(out.read_text(encoding="utf-8"))
+    backends = [b for b in invariance.BACKENDS if "bf16" not in b or cpu_has_fast_bf16()]
+    cases = [(b, m) for b in backends for m in invariance.MODES]
+    assert [(r["backend"], r["mode"]) for r in record["rows"]] == cases
+    assert {r["sentences"] for r in record["rows"]} == {invariance.SMOKE_SENTENCES}
+    assert [r["differ from alone"] for r in record["rows"]] == [0] * len(cases)
+    assert [r["vs torch fp32"] for r in record["rows"][:3]] == [0, 0, 0]  # torch fp32 itself
+    assert all(r["seconds"] > 0 for r in record["rows"])
+    assert record["machine"]["onnxruntime"] and record["ckpt"] == str(ckpt)
+    headers, rows = parse_table(capsys.readouterr().out)  # the printed table is the record's
+    assert headers == invariance.HEADERS and len(rows) == len(cases)

@@ -1,5 +1,6 @@
 """`ner export`: the ONNX folder runs with onnxruntime alone and gives the checkpoint's emissions,
-for every built-in combiner and pooling, CRF decoding data included; failures are one line."""
+for every built-in combiner and pooling, CRF decoding data included; failures are one line. Its
+int8 graph quantizes activations row by row, as stated."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 import torch
 from helpers import LABELS, emissions, run_ner
+from onnx import TensorProto, helper, numpy_helper
 
 from ner.inference.backends import ExportedTagger
-from ner.inference.export import export_onnx
+from ner.inference.export import export_onnx, quantize_int8
 from ner.inference.routine import map_batches
 from ner.model.tagger import NERTagger
 from ner.modules.combiners import (
@@ -163,3 +167,66 @@ def test_ner_export_cli_and_its_errors(tmp_path, capsys, context_run):
     )
     code, _, err = run_ner(["export", str(tmp_path / "nope.ckpt"), str(tmp_path / "o2")], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and not (tmp_path / "o2").exists()
+
+
+def linear_graph(path: Path, w: np.ndarray, v: np.ndarray, bias: np.ndarray) -> Path:
+    """x [B, T, K] -> (x @ w + bias, x @ v, x @ x^T): two linear layers that read one input
+    and a product of activations, which has no weight to quantize."""
+    k = w.shape[0]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["xw"]),
+        helper.make_node("Add", ["xw", "bias"], ["y"]),
+        helper.make_node("MatMul", ["x", "v"], ["z"]),
+        helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["x", "xt"], ["gram"]),
+    ]
+    outputs = [
+        helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("y", "z", "gram")
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "linear",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, None, k])],
+        outputs,
+        [numpy_helper.from_array(a, name) for a, name in ((w, "w"), (v, "v"), (bias, "bias"))],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    return path
+
+
+def per_row_reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x @ w as `quantize_int8` states it, in numpy: w in int8 with a scale per column, each row
+    of x in int8 with its own scale s = max |row| / 127, the int8 product summed exactly."""
+    w_scale = np.abs(w).max(axis=0) / np.float32(127)
+    w_int = np.rint(w / w_scale).astype(np.int64)
+    s = np.maximum(np.abs(x).max(axis=-1, keepdims=True) / np.float32(127), np.float32(2**-126))
+    x_int = np.rint(x * (np.float32(1) / s)).astype(np.int64)
+    assert np.abs(x_int).max() <= 127 and np.abs(w_int).max() <= 127
+    return (x_int @ w_int).astype(np.float32) * s * w_scale
+
+
+def test_int8_quantizes_each_row_on_its_own(tmp_path):
+    """Rows of very different sizes in one batch: each is quantized with its own scale (one scale
+    over the batch would round the small rows to zero), so a row's output is its own and equals
+    the stated int8 arithmetic bit for bit; products of activations stay in float."""
+    rng = np.random.default_rng(0)
+    w, v = rng.standard_normal((2, 24, 8)).astype(np.float32)
+    bias = rng.standard_normal(8).astype(np.float32)
+    x = rng.standard_normal((3, 5, 24)).astype(np.float32)
+    x *= np.float32(10.0) ** rng.integers(-4, 4, (3, 5, 1))  # row sizes from 1e-4 to 1e3
+    x[1, 2] = 0  # a row of zeros stays zero
+    quantize_int8(linear_graph(tmp_path / "f.onnx", w, v, bias), tmp_path / "q.onnx")
+    session = ort.InferenceSession(tmp_path / "q.onnx", providers=["CPUExecutionProvider"])
+    y, z, gram = session.run(None, {"x": x})
+    np.testing.assert_array_equal(y, per_row_reference(x, w) + bias)
+    np.testing.assert_array_equal(z, per_row_reference(x, v))
+    np.testing.assert_allclose(gram, x @ x.transpose(0, 2, 1), rtol=1e-5)
+    for b in range(3):  # one sentence alone: the same bits
+        np.testing.assert_array_equal(session.run(None, {"x": x[b : b + 1]})[0], y[b : b + 1])
+    # the independent answer: within int8's error of each row's own float product
+    exact = x.astype(np.float64) @ w + bias
+    size = np.abs(x).max(-1, keepdims=True) * np.abs(w).sum(0)
+    assert (np.abs(y - exact) <= 0.02 * size).all()
+    ops = [node.op_type for node in onnx.load(tmp_path / "q.onnx").graph.node]
+    assert ops.count("MatMulInteger") == 2 and ops.count("QuantizeLinear") == 1
+    assert "DynamicQuantizeLinear" not in ops and ops.count("MatMul") == 1

@@ -48,7 +48,7 @@ BACKENDS_TABLE: dict[str, Backend] = {
 QUANTIZATIONS: dict[str, Quantization] = {
     "int8": Quantization("int8", {
         "torch": "torchao's dynamic int8 of the encoder's linear layers (activations per token)",
-        "onnx": "the export's int8 graph (`model.int8.onnx`)",
+        "onnx": "the export's int8 graph (`model.int8.onnx`: int8 weights, activations per row)",
     }),
 }  # fmt: skip
 BACKENDS: tuple[str, ...] = tuple(BACKENDS_TABLE)

@@ -3,7 +3,14 @@
 - `torch` (default) with `quantize="int8"`: torchao's dynamic int8 quantization of the encoder's
   linear layers (int8 weights, activations quantized per token at run time).
 - `onnx`: the model's exported graph (`ner.inference.export`) run by onnxruntime with all graph
-  optimizations; `quantize="int8"`: its dynamically quantized copy.
+  optimizations; `quantize="int8"`: its int8 copy (int8 weights, activations quantized per row
+  at run time, `ner.inference.export.quantize_int8`).
+
+Both int8 paths give each token's activations a scale of their own, never one over the batch, so
+quantizing ties no sentence to its batch mates: onnx int8 gives a sentence the same emissions, bit
+for bit, in any batch. torchao runs torch's attention, whose last bits move with the batch's
+padded length, and one int8 step can carry such a move further (tests/test_backends.py,
+benchmarks/invariance.py).
 
 `accelerate(model, backend, quantize)` attaches one to a tagger (`model.runtime`), so
 `tagger.predict`, `ner tag` and `ner predict` keep their alignment, batching and decoding and
@@ -28,14 +35,13 @@ from torch import Tensor
 from ner.data.feature_cache import encoder_fingerprint
 from ner.data.pretrained import load_tokenizer
 from ner.data.windows import WindowSettings
-from ner.inference.export import FORMAT, VERSION, export_onnx
+from ner.inference.backend_table import check_backend
+from ner.inference.export import FORMAT, INT8_SCHEME, VERSION, export_onnx
 from ner.inference.routine import predict_entities
 from ner.modules.heads import LinearHead
 from ner.utils.errors import NERError
 from ner.utils.extras import require
 from ner.utils.noise import silence_imports
-
-BACKENDS, QUANTIZE = ("torch", "onnx"), (None, "int8")
 
 
 class OnnxEmissions:
@@ -119,8 +125,9 @@ class ExportedTagger:
 
 
 def export_key(model: Any) -> str:
-    """What an export of `model` depends on: its weights, labels, settings and the format."""
-    digest = hashlib.sha256(f"{FORMAT}|{VERSION}|{torch.__version__}|".encode())
+    """What an export of `model` depends on: its weights, labels, settings, the format and how
+    its int8 graph is quantized."""
+    digest = hashlib.sha256(f"{FORMAT}|{VERSION}|{INT8_SCHEME}|{torch.__version__}|".encode())
     digest.update(encoder_fingerprint(model).encode())
     digest.update(json.dumps([model.labels, model.window_settings.as_dict()]).encode())
     return digest.hexdigest()[:32]
@@ -167,11 +174,13 @@ def cached_export(model: Any, folder: str | Path | None = None) -> Path:
 
 
 def quantize_torch_int8(model: Any) -> None:
-    """torchao's int8 dynamic quantization of the encoder's linear layers, in place."""
+    """torchao's int8 dynamic quantization of the encoder's linear layers, in place: int8
+    weights per output channel, activations per token (`PerRow`, named although it is the
+    default: one scale over the batch would tie a sentence's values to its batch mates)."""
     silence_imports()  # torchao's import noise (ner.utils.noise), should this be its first import
-    from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+    from torchao.quantization import Int8DynamicActivationInt8WeightConfig, PerRow, quantize_
 
-    quantize_(model.encoder, Int8DynamicActivationInt8WeightConfig())
+    quantize_(model.encoder, Int8DynamicActivationInt8WeightConfig(granularity=PerRow()))
 
 
 def accelerate(
@@ -183,10 +192,7 @@ def accelerate(
     """Attach `backend` (`torch`, `onnx`) with `quantize` (None, `int8`) to a tagger, for
     inference; returns it. Irreversible for `torch` + `int8` (the encoder is quantized).
     `folder`: where the ONNX export is kept (default: beside the checkpoint, `cached_export`)."""
-    if backend not in BACKENDS:
-        raise NERError(f"backend: {backend!r} is not one of {', '.join(BACKENDS)}")
-    if quantize not in QUANTIZE:
-        raise NERError(f"quantize: {quantize!r} is not one of int8")
+    check_backend(backend, quantize)  # the one table of backends
     if backend == "onnx" or quantize:
         require("export", f"--backend {backend}" + (f" --quantize {quantize}" if quantize else ""))
     if backend == "onnx":
