@@ -117,8 +117,8 @@ def test_a_sentence_is_tagged_as_alone_whatever_it_is_batched_with(models, name)
     with long neighbours (batches of 7, 64; in batches of 1 those are the first case again) give
     the same tags, and on ONNX Runtime the same emissions, bit for bit."""
     bf16 = name == "torch-bf16"
-    if bf16 and not cpu_has_fast_bf16():
-        pytest.skip("bf16 autocast runs only where the CPU has native bf16")
+    # bf16 is forced where the CPU lacks it natively (emulated: slow, but the model is tiny), so
+    # the case runs on every CPU, as CI requires
     model = models[name.removesuffix("-bf16")]
     alone = [tagged(model, [sentence], 1, bf16)[0] for sentence in FIXED]
     order = random.Random(0).sample(range(len(FIXED)), len(FIXED))
