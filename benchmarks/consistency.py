@@ -1,6 +1,6 @@
 """Tagging eng.testb with document consistency (`ner tag --consistency 1`) against without.
 
-    python -m benchmarks.consistency [--ckpt PATH] [--weight W] [--smoke] [--json PATH]
+    ner bench consistency [--ckpt PATH] [--weight W] [--smoke] [--json PATH]
 
 Both sides run `ner.inference.routine.iter_tags` in this process on the same sentences with
 their `-DOCSTART-` documents (the documents give context either way): plain decoding scores and
@@ -14,7 +14,16 @@ from __future__ import annotations
 
 import functools
 
-from benchmarks.common import CONLL_DIR, best_time, build_tagger, describe, parse, parser, report
+from benchmarks.common import (
+    CONLL_DIR,
+    best_time,
+    build_tagger,
+    describe,
+    headline,
+    parse,
+    parser,
+    report,
+)
 
 
 def tag_all(model, words: list[list[str]], docs: list[int], weight: float) -> list:
@@ -29,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from ner.corpus.reader import read_conll
 
-    p = parser(__doc__.splitlines()[0])
+    p = parser(__doc__.splitlines()[0], __file__)
     p.add_argument("--ckpt", help="a trained checkpoint (default: an untrained tagger)")
     p.add_argument("--weight", type=float, default=1.0, help="the consistency weight (default 1)")
     p.add_argument("--repeats", type=int, default=3)
@@ -54,7 +63,13 @@ def main(argv: list[str] | None = None) -> None:
         "seconds: best wall time of the whole file after a warm-up; ratio: over plain",
     ]
     headers = ["side", "seconds", "sentences/s", "ratio"]
-    report("Document consistency: tagging cost", headers, rows, notes, args.json)
+    top = headline(
+        "tagging eng.testb with document consistency vs without",
+        "sentences/s",
+        (rows[1][0], rows[1][2]),
+        (rows[0][0], rows[0][2]),
+    )
+    report("Document consistency: tagging cost", headers, rows, notes, args, top=top)
 
 
 if __name__ == "__main__":

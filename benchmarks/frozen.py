@@ -1,6 +1,6 @@
 """Frozen-encoder (feature-based) training: an epoch read from the feature cache vs re-encoding.
 
-    python -m benchmarks.frozen [--sentences 4000] [--combiner scalar_mix|last] [--smoke]
+    ner bench frozen [--sentences 4000] [--combiner scalar_mix|last] [--smoke]
 
 Both sides are `ner fit`'s own path (NERTagger(freeze_encoder=True) + NERDataModule + a Lightning
 Trainer, no validation), on the same seeded eng.train sentences; only `cache_features` differs.
@@ -16,7 +16,15 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
-from benchmarks.common import conll_labels, describe, load_sentences, parse, parser, report
+from benchmarks.common import (
+    conll_labels,
+    describe,
+    headline,
+    load_sentences,
+    parse,
+    parser,
+    report,
+)
 from benchmarks.train import write_conll
 
 HEADERS = ["side", "epochs", "seconds/epoch", "sentences/s", "vs re-encoding", "first loss",
@@ -110,7 +118,7 @@ def build_cache(args, train_file: Path, cache_dir: Path) -> tuple[float, int, li
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = parser(__doc__.splitlines()[0])
+    p = parser(__doc__.splitlines()[0], __file__)
     p.add_argument("--sentences", type=int, default=4000, help="eng.train sentences (seeded)")
     p.add_argument("--combiner", choices=("scalar_mix", "last"), default="scalar_mix")
     p.add_argument("--epochs", type=int, default=2, help="epochs read from the cache")
@@ -149,8 +157,15 @@ def main(argv: list[str] | None = None) -> None:
             "agree), and the trajectories drift apart from there",
             f"cached epochs: {', '.join(f'{s:.2f} s' for s in cached.seconds)}",
         ],
-        args.json,
+        args,
         {"threads": torch.get_num_threads()},
+        headline(
+            f"frozen encoder, {args.combiner}: an epoch of {n:,} sentences",
+            "sentences/s",
+            ("from the cache", n / best),
+            ("re-encoding", n / base),
+        ),
+        "" if args.combiner == "scalar_mix" else args.combiner,
     )
 
 

@@ -5,7 +5,7 @@ batch 16, linear schedule, first-piece labels (the `run_ner.py` example), on the
 files and encoder as `ner`, for the same epochs and seeds; the last epoch is scored on dev and
 test with the metric `ner test` uses (seqeval's conlleval mode). One JSON report a seed:
 
-python -m benchmarks.hf_recipe --seeds 1 2 3 [--epochs 3] [--out runs/hf-recipe] [--smoke]
+ner bench hf_recipe --seeds 1 2 3 [--epochs 3] [--out runs/hf-recipe] [--smoke]
     [--data-dir DIR] [--lr 1e-4] [--bf16]
 
 `--data-dir` takes any folder `ner fit --data.data_dir` takes (labels from its train file);

@@ -1,7 +1,9 @@
-"""Does a sentence's tagging depend on what it is tagged with? Per backend, every sentence of a
-CoNLL file tagged alone, in batches of 64, and shuffled in batches of 64.
+"""Does a sentence's tagging depend on what it is tagged with? Alone, in batches, shuffled.
 
-    python -m benchmarks.invariance [--ckpt PATH] [--conll FILE] [--backends NAME ...]
+Per backend, every sentence of a CoNLL file tagged alone, in batches of 64, and shuffled in
+batches of 64.
+
+    ner bench invariance [--ckpt PATH] [--conll FILE] [--backends NAME ...]
         [--limit N] [--smoke] [--out PATH]
 
 Each mode is one `ner.inference.routine.iter_tags` over all the sentences (each its own document,
@@ -25,8 +27,8 @@ import time
 from benchmarks.common import (
     CONLL_DIR,
     build_tagger,
-    cpu_summary,
     describe,
+    headline,
     native_bf16,
     parse,
     parser,
@@ -79,27 +81,11 @@ def differ(a: list[list[str]], b: list[list[str]]) -> int:
     return sum(x != y for x, y in zip(a, b, strict=True))
 
 
-def machine(threads: int) -> dict:
-    """What the figures ran on."""
-    import onnxruntime
-    import torch
-
-    return {
-        "cpu": cpu_summary(),
-        "native_bf16": native_bf16(),
-        "torch": torch.__version__,
-        "onnxruntime": onnxruntime.__version__,
-        "threads": threads,
-    }
-
-
 def main(argv: list[str] | None = None) -> None:
-    import torch
-
     from ner.corpus.reader import read_conll
     from ner.inference.backends import accelerate
 
-    p = parser(__doc__.splitlines()[0])
+    p = parser(__doc__.splitlines()[0], __file__)
     p.add_argument("--ckpt", help="a trained checkpoint (default: an untrained tagger)")
     p.add_argument("--conll", default=str(CONLL_DIR / "eng.testb"), help="the sentences")
     p.add_argument("--backends", nargs="+", choices=list(BACKENDS), default=list(BACKENDS))
@@ -132,8 +118,15 @@ def main(argv: list[str] | None = None) -> None:
     ]
     if len(names) < len(args.backends):
         notes.append("torch bf16 autocast skipped: this CPU has no native bf16")
-    extra = {"machine": machine(torch.get_num_threads()), "ckpt": args.ckpt, "differ": record}
-    report("Tags of a sentence vs its batch mates", HEADERS, rows, notes, args.json, extra)
+    worst = max(rows, key=lambda row: row[5])
+    top = headline(
+        f"sentences of {len(sentences):,} whose entities move with their batch"
+        " (target 0), the worst backend and mode",
+        "sentences",
+        (f"{worst[0]}, {worst[1]}", worst[5]),
+    )
+    extra = {"ckpt": args.ckpt, "differ": record}
+    report("Tags of a sentence vs its batch mates", HEADERS, rows, notes, args, extra, top)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
-"""`ner predict` on a large generated text file, with 1 and with 2 processes side by side: lines/s
-and the peak RSS of every process, at a small and at the large line count.
+"""`ner predict` on a large generated text file with 1 and 2 processes: lines/s and peak RSS.
 
-    python -m benchmarks.large [--ckpt PATH] [--lines N] [--small N] [--processes 1 2]
-                               [--encoder-layers K] [--smoke] [--json PATH]
+Lines/s and the peak RSS of every process, with 1 and with 2 processes side by side, at a small
+and at the large line count.
+
+    ner bench large [--ckpt PATH] [--lines N] [--small N] [--processes 1 2]
+                    [--encoder-layers K] [--smoke] [--json PATH]
 
 The files hold generated lines (a seeded generator: 4 to 20 words drawn from the eng.testb
 vocabulary, or from a built-in list without ../shared, some capitalised), written as they are
@@ -31,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import CONLL_DIR, describe, parse, parser, report
+from benchmarks.common import CONLL_DIR, describe, headline, parse, parser, report
 from benchmarks.stream import save_checkpoint
 
 RSS_TARGET = 1.3
@@ -123,7 +125,7 @@ def checkpoint(args, folder: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = parser(__doc__.splitlines()[0])
+    p = parser(__doc__.splitlines()[0], __file__)
     p.add_argument("--ckpt", help="a trained checkpoint (default: an untrained tagger)")
     p.add_argument("--lines", type=int, help="lines of the large file (default 1,000,000)")
     p.add_argument("--small", type=int, help="lines of the small file (default 1,000)")
@@ -189,7 +191,16 @@ def main(argv: list[str] | None = None) -> None:
     ]
     raw = {f"{k[0]}x{k[1]}": v for k, v in results.items()}
     extra = {"ratios": ratios, "agreement": agreement, "raw": raw}
-    report("large: `ner predict` with 1 and 2 processes", headers, rows, notes, args.json, extra)
+    one = args.processes[0]
+    rss = [max(results[(one, count)]["peak_rss_mib"]) for count in sizes]
+    top = headline(
+        f"`ner predict` peak RSS, {sizes[1]:,} lines vs {sizes[0]:,} (flat: 1x)",
+        "MiB",
+        (f"{one} process(es), {sizes[1]:,} lines", rss[1]),
+        (f"{sizes[0]:,} lines", rss[0]),
+    )
+    title = "large: `ner predict` with 1 and 2 processes"
+    report(title, headers, rows, notes, args, extra, top)
 
 
 def compare_outputs(a: Path, b: Path) -> dict:

@@ -1,6 +1,7 @@
-"""A small, noisy corpus with other entity types, built from CoNLL-2003 text: the check that the
-defaults serve a few thousand tweets as well as CoNLL-2003 (no such corpus ships on the package
-registries reachable here, so it is built).
+"""A small, noisy corpus with other entity types (tweet-like), built from CoNLL-2003 text.
+
+The check that the defaults serve a few thousand tweets as well as CoNLL-2003 (no such corpus
+ships on the package registries reachable here, so it is built).
 
 Sentences are drawn at random (seed 0) from eng.train (train), eng.testa (dev) and eng.testb
 (test), so no document survives and no -DOCSTART- line is written. Each sentence then gets the
@@ -10,7 +11,7 @@ words, names included. The four CoNLL types become five with other names, in IOB
 location, group (ORG), nationality (a one-word MISC entity with a demonym's ending: German,
 Iraqi, British, Dutch) and other (the rest of MISC).
 
-    python -m benchmarks.noisy_corpus --out runs/data/tweets [--train 2000 --dev 500 --test 1000]
+    ner bench noisy_corpus --out runs/data/tweets [--train 2000 --dev 500 --test 1000]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Tagging eng.testb as raw text: `NERTagger.predict` vs the HF token-classification pipeline.
 
-    python -m benchmarks.predict [--ckpt PATH] [--documents [--context N]] [--smoke] [--json PATH]
+    ner bench predict [--ckpt PATH] [--documents [--context N]] [--smoke] [--json PATH]
 
 Each side runs in its own subprocess, so the peak RSS figures do not mix.
 """
@@ -20,6 +20,7 @@ from benchmarks.common import (
     ROOT,
     build_tagger,
     describe,
+    headline,
     load_sentences,
     native_bf16,
     parse,
@@ -152,7 +153,7 @@ def spawn(sides: list[str], args, texts_file: Path, hf_dir: Path) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = parser(__doc__.splitlines()[0])
+    p = parser(__doc__.splitlines()[0], __file__)
     p.add_argument("--ckpt", help="a trained checkpoint (default: an untrained tagger)")
     p.add_argument("--limit", type=int, help="only the first N eng.testb sentences")
     p.add_argument(
@@ -232,7 +233,15 @@ def main(argv: list[str] | None = None) -> None:
         "peak RSS: VmHWM of each side's own process (imports + model + tagging);"
         + (" smoke: one process for all sides, so it mixes" if args.smoke else ""),
     ]
-    report("predict: tagging eng.testb", headers, rows, notes, args.json, {"raw": results})
+    fastest = max((row for row in rows if row[0] in OURS), key=lambda row: row[3])
+    top = headline(
+        f"tagging eng.testb {'as CoNLL documents' if doc_ids else 'as raw text'}",
+        "sentences/s, 1st pass",
+        (fastest[0], fastest[3]),
+        (rows[-1][0], hf_rate),
+    )
+    variant = "documents" if args.documents else ""
+    report("predict: tagging eng.testb", headers, rows, notes, args, {"raw": results}, top, variant)
 
 
 def inputs(documents: bool, limit: int | None) -> tuple[list, list[int] | None]:

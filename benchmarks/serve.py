@@ -1,6 +1,6 @@
 """Load test of `ner serve` on 127.0.0.1: eng.testb sentences as one-sentence requests.
 
-    python -m benchmarks.serve --ckpt PATH [--backend onnx] [--quantize int8] [--clients 1 8 32]
+    ner bench serve --ckpt PATH [--backend onnx] [--quantize int8] [--clients 1 8 32]
         [--requests N] [--smoke] [--json PATH]
 
 Three sides, one run:
@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import ROOT, load_sentences, parse, parser, report
+from benchmarks.common import ROOT, headline, load_sentences, parse, parser, report
 
 CLIENTS = (1, 8, 32)
 WARMUP = 32
@@ -329,7 +329,7 @@ def rows_of(offline: dict, results: list[dict], args: argparse.Namespace) -> lis
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = parser(__doc__.splitlines()[0])
+    p = parser(__doc__.splitlines()[0], __file__)
     p.add_argument("--ckpt", help="the checkpoint to serve (required)")
     p.add_argument("--backend", choices=("torch", "onnx"), default="torch")
     p.add_argument("--quantize", choices=("int8",), default=None)
@@ -392,11 +392,27 @@ def main(argv: list[str] | None = None) -> None:
         f"load average (1 min) before {load_before[0]:.2f}, after {load_after[0]:.2f}",
     ]  # fmt: skip
     raw = [{k: v for k, v in r.items() if k != "answers"} for r in results]
-    report(
-        "serve: one-sentence requests over HTTP", HEADERS, rows_of(offline, results, args), notes,
-        args.json, {"raw": raw, "offline": {k: v for k, v in offline.items() if k != "entities"},
-                    "mismatches": wrong},
-    )  # fmt: skip
+    extra = {"raw": raw, "offline": {k: v for k, v in offline.items() if k != "entities"},
+             "mismatches": wrong}  # fmt: skip
+    report("serve: one-sentence requests over HTTP", HEADERS, rows_of(offline, results, args),
+           notes, args, extra, top_of(results, args), variant_of(args))  # fmt: skip
+
+
+def top_of(results: list[dict], args: argparse.Namespace) -> dict:
+    """The headline: requests/s of `ner serve` and of the anchor at the most clients."""
+    most = max(args.clients)
+    rate = {r["side"]: r["rate"] for r in results if r["clients"] == most}
+    ours = f"ner serve ({' '.join(x for x in (args.backend, args.quantize) if x)})"
+    figure = f"eng.testb one sentence a request, {most} clients"
+    return headline(figure, "requests/s", (ours, rate["ours"]),
+                    ("FastAPI + HF pipeline", rate["anchor"]))  # fmt: skip
+
+
+def variant_of(args: argparse.Namespace) -> str:
+    """The record's name after `serve-`: the backend unless it is the default (torch)."""
+    if (args.backend, args.quantize) == ("torch", None):
+        return ""
+    return "-".join(x for x in (args.backend, args.quantize) if x)
 
 
 if __name__ == "__main__":

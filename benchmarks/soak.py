@@ -1,6 +1,6 @@
 """Soak test of `ner serve` on 127.0.0.1: steady clients plus overload bursts, for minutes.
 
-    python -m benchmarks.soak [--ckpt PATH] [--seconds 600] [--clients 64] [--warmup 30]
+    ner bench soak [--ckpt PATH] [--seconds 600] [--clients 64] [--warmup 30]
         [--window 10] [--burst-every S] [--burst-seconds 5] [--serve-args "..."] [--smoke]
         [--out PATH]
 
@@ -19,9 +19,6 @@ import asyncio
 import contextlib
 import importlib.metadata
 import json
-import os
-import platform
-import subprocess
 import sys
 import tempfile
 import threading
@@ -29,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import load_sentences, parse, parser, report
+from benchmarks.common import headline, load_sentences, parse, parser, report
 from benchmarks.serve import free_port, start, stop, wait_ready
 
 SMOKE = {"seconds": 4.0, "warmup": 1.5, "window": 1.0, "burst_seconds": 0.5, "sample": 0.25}
@@ -37,7 +34,6 @@ BURST = 4  # a burst sends this many times the measured capacity
 HEADERS = ["window", "from s", "burst", "answered", "refused", "failed", "p50 ms", "p99 ms",
            "health p99 ms", "RSS MiB"]  # fmt: skip
 PACKAGES = ("ner", "torch", "transformers", "litserve", "uvicorn", "fastapi", "httpx", "psutil")
-LSCPU = ("Model name", "CPU(s)", "Thread(s) per core", "Core(s) per socket", "Socket(s)")
 
 
 @dataclass
@@ -188,20 +184,13 @@ def rss_growth(found: list[dict], samples: dict, args) -> dict:
             "target_pct": 10, "samples": len(rss)}  # fmt: skip
 
 
-def machine() -> dict:
-    """lscpu's model, flags, CPUs and cores; the load; the platform; the packages' versions."""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        out = ""
-    fields = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in out.splitlines())}
-    found = {"python": platform.python_version()}
+def packages() -> dict:
+    """The versions of the serving stack (the record's `versions` has python, torch, ...)."""
+    found = {}
     for name in PACKAGES:
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             found[name] = importlib.metadata.version(name)
-    return {**{k: fields.get(k) for k in LSCPU}, "flags": fields.get("Flags", "").split(),
-            "os_cpu_count": os.cpu_count(), "load_average": os.getloadavg(),
-            "platform": platform.platform(), "versions": found}  # fmt: skip
+    return found
 
 
 def checkpoint(args, folder: Path) -> str:
@@ -219,7 +208,7 @@ def checkpoint(args, folder: Path) -> str:
 
 
 def options(argv: list[str] | None):
-    p = parser(__doc__.splitlines()[0])
+    p = parser(__doc__.splitlines()[0], __file__)
     p.add_argument("--ckpt", help="the checkpoint to serve (default: an untrained one)")
     p.add_argument("--seconds", type=float, default=600.0, help="length of the soak")
     p.add_argument("--clients", type=int, default=64, help="steady closed-loop clients")
@@ -229,7 +218,7 @@ def options(argv: list[str] | None):
     p.add_argument("--burst-seconds", type=float, default=5.0, help="length of a burst")
     p.add_argument("--sample", type=float, default=2.0, help="seconds between RSS samples")
     p.add_argument("--serve-args", default="", help="more options of ner serve, one string")
-    p.add_argument("--out", metavar="PATH", help="write the JSON record to PATH")
+    p.add_argument("--out", dest="json", metavar="PATH", help="write the JSON record to PATH")
     args = parse(p, argv)
     for name, value in SMOKE.items() if args.smoke else ():
         if p.get_default(name) == getattr(args, name):  # what is given stays
@@ -290,9 +279,10 @@ def main(argv: list[str] | None = None) -> None:
         f"SIGTERM: ended in {ended['seconds']:.1f} s, exit code {ended['exit_code']}, processes"
         f" left: {ended['left'] or 'none'}; the load generator shares the machine's CPUs",
     ]
-    own = [sys.executable, "-m", "benchmarks.soak", *(sys.argv[1:] if argv is None else argv)]
-    extra = {"machine": machine(), "command": own, **figures}
-    report("soak: ner serve under steady load and bursts", HEADERS, rows, notes, args.out, extra)
+    top = headline("ner serve: RSS growth over a soak with overload bursts (target <= 10)", "%",
+                   ("ner serve", growth["growth_pct"] or 0.0))  # fmt: skip
+    extra = {"packages": packages(), **figures}
+    report("soak: ner serve under steady load and bursts", HEADERS, rows, notes, args, extra, top)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Peak RSS of `ner tag CKPT FILE --output OUT` on small to large text files (flat: streamed).
 
-    python -m benchmarks.stream [--ckpt PATH] [--sizes SMALL MEDIUM LARGE] [--smoke] [--json PATH]
+    ner bench stream [--ckpt PATH] [--sizes SMALL MEDIUM LARGE] [--smoke] [--json PATH]
 
 The files hold eng.testb sentences (in a seeded shuffled order) as raw text, one a line, cycled
 to the count. Each size is one `python -m ner.cli.main tag` process of its own; its peak RSS is the
@@ -25,7 +25,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import build_tagger, describe, load_sentences, parse, parser, report
+from benchmarks.common import (
+    build_tagger,
+    describe,
+    headline,
+    load_sentences,
+    parse,
+    parser,
+    report,
+)
 
 SIZES = ("small", "medium", "large")
 
@@ -65,7 +73,7 @@ def run_tag(ckpt: str, text: Path, output: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = parser(__doc__.splitlines()[0])
+    p = parser(__doc__.splitlines()[0], __file__)
     p.add_argument("--ckpt", help="a trained checkpoint (default: an untrained tagger)")
     p.add_argument(
         "--sizes", type=int, nargs=3, metavar="N", help="sentences in the small, medium and large"
@@ -115,7 +123,14 @@ def main(argv: list[str] | None = None) -> None:
         f" model: {args.ckpt or f'untrained tagger on {describe(args.encoder)} (seeded)'}",
     ]
     extra = {"ratio": ratio, "marginal_sentences_per_s": marginal, "raw": results}
-    report("stream: `ner tag` memory vs input size", headers, rows, notes, args.json, extra)
+    top = headline(
+        f"`ner tag` peak RSS, {large['sentences']:,} sentences vs"
+        f" {small['sentences']:,} (flat: 1x)",
+        "MiB",
+        ("large input", large["peak_rss_mib"]),
+        ("small input", small["peak_rss_mib"]),
+    )
+    report("stream: `ner tag` memory vs input size", headers, rows, notes, args, extra, top)
 
 
 if __name__ == "__main__":

@@ -248,6 +248,7 @@ def test_the_invariance_benchmark_smoke(ckpt, conll_dir, tmp_path, capsys):
     assert [r["differ from alone"] for r in record["rows"]] == [0] * len(cases)
     assert [r["vs torch fp32"] for r in record["rows"][:3]] == [0, 0, 0]  # torch fp32 itself
     assert all(r["seconds"] > 0 for r in record["rows"])
-    assert record["machine"]["onnxruntime"] and record["ckpt"] == str(ckpt)
+    assert record["versions"]["onnxruntime"] and record["ckpt"] == str(ckpt)
+    assert record["headline"]["ours"] == 0 and record["command"].startswith("ner bench invariance")
     headers, rows = parse_table(capsys.readouterr().out)  # the printed table is the record's
     assert headers == invariance.HEADERS and len(rows) == len(cases)

@@ -44,6 +44,9 @@ def run_smoke(
                 assert float(cell.replace(",", "")) > 0, row
     data = json.loads(out.read_text(encoding="utf-8"))
     assert len(data["rows"]) == len(rows)
+    # the record: the `ner bench` command, a headline with figures of the table
+    assert data["command"].startswith(f"ner bench {module.__name__.rpartition('.')[2]} --smoke")
+    assert data["headline"]["ours"] > 0 and data["headline"]["anchor"] > 0
     return data
 
 

@@ -176,5 +176,6 @@ def test_soak_smoke(ckpt, conll_dir, capsys, tmp_path):
     assert len(data["rss_samples"]) >= 4 and all(s["total_mib"] > 0 for s in data["rss_samples"])
     assert data["rss"]["growth_pct"] is not None
     assert (data["stop"]["exit_code"], data["stop"]["left"]) == (0, [])
-    assert data["machine"]["CPU(s)"] and data["machine"]["versions"]["litserve"]
+    assert data["machine"]["cores"] and data["packages"]["litserve"] and data["versions"]["ner"]
+    assert data["command"].startswith("ner bench soak --smoke")
     assert "soak" in capsys.readouterr().out

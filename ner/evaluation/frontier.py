@@ -2,7 +2,7 @@
 depth K, read from the runs' JSON under `RUNS/depthK/`:
 
 - `seeds.json` (`ner seeds --test`): dev and test F1 per seed, fit seconds, the checkpoint;
-- `predict.json` (`python -m benchmarks.predict --ckpt ... --json ...`): sentences/s per side.
+- `predict.json` (`ner bench predict --ckpt ... --no-record --json ...`): sentences/s per side.
 
 No torch; the plot is drawn by the command.
 """

@@ -76,7 +76,7 @@ def seeds_runs(path: Path) -> tuple[list[dict], dict | None]:
 
 
 def hf_runs(folder: Path) -> list[dict]:
-    """The runs of a folder of `python -m benchmarks.hf_recipe` results (`seed-S.json`)."""
+    """The runs of a folder of `ner bench hf_recipe` results (`seed-S.json`)."""
     files = sorted(Path(folder).glob("seed-*.json"), key=lambda p: int(p.stem.split("-")[1]))
     if not files:
         raise NERError("no seed-S.json here", path=str(folder))
