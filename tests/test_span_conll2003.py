@@ -1,66 +1,65 @@
-"""CoNLL-2003's eng.testa (3,250 sentences, words joined with single spaces) written as each span
-format and read back: no tag changes. Words come from `ner tag`'s splitter, which cuts some
-CoNLL-2003 tokens ("Corp." -> "Corp" "."; "n't" -> "n" "'t"): the independent answer is each
-CoNLL word split alone, its tag carried to its pieces (I- after the first)."""
+"""CoNLL sentences (words joined with single spaces, as `ner tag` passes CoNLL input on) written
+as each span format and read back as training data: spaCy/Prodigy's `tokens` and ner's own
+`words` carry the words, so those come back exactly; doccano and Label Studio have no place for
+words, so theirs are the raw-text splitter's, which keeps CoNLL-2003's words but for a few glued
+to a mark (listed below: the independent answer, by hand). Planted sentences need no data."""
 
 from __future__ import annotations
 
-import json
+from collections import Counter
 
 import pytest
+from round_trip import FORMATS, round_trip
 
-from ner.corpus.inputs import Passage
-from ner.corpus.outputs import write_predictions
 from ner.corpus.reader import read_conll
-from ner.corpus.span_corpus import read_spans
-from ner.corpus.text import split_words, words_and_offsets
 
-pytestmark = pytest.mark.integration
+SPLITTER_ONLY = ("doccano", "label-studio")  # formats without a place for words
+# eng.testa's words the splitter cuts, each in one sentence: a backquote opening a quotation, an
+# exchange rate written as an equation, a rule of dashes after a word, a label run into a phone
+# number, an ellipsis run into the next word: raw text with these wants them cut
+TESTA_CUT = Counter({("`LOST", "` LOST"): 1, ("1=80", "1 = 80"): 1, ("oOo-----", "oOo -----"): 1,
+                     ("Tel+44", "Tel + 44"): 1, ("...I", "... I"): 1})  # fmt: skip
 
-
-def split_alone(words: list[str], tags: list[str]) -> tuple[list[str], list[str]]:
-    """Each word split by the splitter on its own; the first piece keeps the word's IOB2 tag,
-    the others continue its entity."""
-    out_words, out_tags = [], []
-    for word, tag in zip(words, tags, strict=True):
-        pieces = [w for w, _, _ in split_words(word)]
-        out_words += pieces
-        out_tags += [tag] + ([tag if tag == "O" else "I-" + tag[2:]] * (len(pieces) - 1))
-    return out_words, out_tags
-
-
-def joined(words: list[str]) -> tuple[str, list[str], list[tuple[int, int]]]:
-    """(text, words, offsets): the words joined with single spaces, as Passage wants them."""
-    words, offsets, text = words_and_offsets(words)
-    return text, words, offsets
-
-
-@pytest.fixture(scope="module")
-def testa(conll_dir):
-    corpus = read_conll(conll_dir / "eng.testa")
-    return [(s.words, s.tags) for s in corpus.sentences]
+# CoNLL-2003-style sentences, one rule of the splitter each at least (tests/test_split_words.py),
+# and a word no rule keeps whole, "oOo-----"
+PLANTED = [
+    ("1. Michael Johnson ( U.S. ) 19.66", "O B-PER I-PER O B-LOC O O"),
+    ("1= Andrei Tiwontschik ( Germany ) 5.86", "O B-PER I-PER O B-LOC O O"),
+    ("M. Jones of Acme Corp. did n't say -- on Oct. 3 ...",
+     "B-PER I-PER O B-ORG I-ORG O O O O O O O O"),
+    ("O'Brien 's U.S.-led bid : C$ +0.5 , .496 at 4:08.22", "B-PER O B-MISC O O O O O O O O"),
+    ("pre- and post-war AA- BBB+ anti-U.S. talks", "O O O O O B-MISC O"),
+    ("mail jeffrey.hodgson@reuters.com or http://www.reuters.com/x", "O O O O"),
+    ("oOo----- STOCKS SINK", "O O O"),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "spacy", "doccano", "label-studio"])
-def test_eng_testa_round_trips_through_each_format(testa, tmp_path, fmt, capsys):
-    passages = [Passage(i, *joined(words)) for i, (words, _) in enumerate(testa, 1)]
-    path = tmp_path / f"testa.{fmt}"
-    write_predictions(passages, [(tags, [1.0] * len(tags)) for _, tags in testa], fmt, str(path))
-    if fmt == "label-studio":
-        tasks = json.loads(path.read_text(encoding="utf-8"))
-        for task in tasks:
-            task["annotations"] = [{"result": task.pop("predictions")[0]["result"]}]
-        path.write_text(json.dumps(tasks), encoding="utf-8")
-    corpus, report = read_spans(str(path))
-    back = [(s.words, s.tags) for s in corpus.sentences]
-    reference = [split_alone(words, tags) for words, tags in testa]
-    words_differ = sum(w != words for (w, _), (words, _) in zip(back, testa, strict=True))
-    differ = sum(got != want for got, want in zip(back, reference, strict=True))
+def planted() -> list[tuple[list[str], list[str]]]:
+    return [(words.split(" "), tags.split(" ")) for words, tags in PLANTED]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_planted_sentences_round_trip(tmp_path, fmt):
+    sentences = planted()
+    assert all(len(w) == len(t) for w, t in sentences)
+    got = round_trip(sentences, fmt, tmp_path)
+    assert got.misaligned == 0
+    if fmt in SPLITTER_ONLY:
+        assert got.back == sentences[:-1] + [(["oOo", "-----", "STOCKS", "SINK"], ["O"] * 4)]
+        assert got.changes == Counter({("oOo-----", "oOo -----"): 1})
+    else:
+        assert got.back == sentences and got.differ == 0
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_eng_testa_round_trips_through_each_format(conll_dir, tmp_path, fmt, capsys):
+    sentences = [(s.words, s.tags) for s in read_conll(conll_dir / "eng.testa").sentences]
+    got = round_trip(sentences, fmt, tmp_path)
     with capsys.disabled():
-        print(f"\n{fmt}: {len(back):,} sentences read back, {differ} differ from the reference "
-              f"(words and tags), {words_differ} have words other than CoNLL's, "
-              f"{len(report.tally.problems)} misaligned spans")  # fmt: skip
-    assert len(back) == len(testa) == 3250
-    assert differ == 0 and report.tally.problems == [] and report.tally.spans == 5942
-    # the words differ from CoNLL's exactly where the splitter cuts a CoNLL token
-    assert words_differ == sum(split_alone(w, t)[0] != w for w, t in testa)
+        print(f"\n{fmt}: {len(got.back):,} sentences read back, {got.differ} differ")
+    assert len(got.back) == len(sentences) == 3250 and got.misaligned == 0
+    if fmt in SPLITTER_ONLY:
+        assert got.changes == TESTA_CUT and got.differ == sum(TESTA_CUT.values())
+    else:
+        assert got.back == sentences

@@ -189,6 +189,16 @@ def test_format_named_or_detected(tmp_path):
          ' Studio\'s "JSON" export has it, "JSON-MIN" not)'),
         ('[{"id": 1, "data": {"text": "a"}, "predictions": []}]',
          "x.jsonl: no record with words to train on (1 records: 1 without an annotation)"),
+        ('{"text": "a b", "tokens": [{"text": "a", "start": 0, "end": 1}, {"text": "c", "start":'
+         ' 2, "end": 3}], "spans": []}\n',
+         "x.jsonl:1: token 1 [2, 3) says 'c', the text holds 'b'"),
+        ('{"text": "a b", "tokens": [{"text": "a b", "start": 0, "end": 3}, {"text": "b", "start":'
+         ' 2, "end": 3}], "spans": []}\n', "x.jsonl:1: token 1 [2, 3) overlaps the token before"),
+        ('{"text": "a b", "tokens": {"a": 1}, "spans": []}\n', 'x.jsonl:1: "tokens" is not a list'),
+        ('{"text": "a b", "words": ["a", "c"], "entities": []}\n',
+         "x.jsonl:1: word 1 'c' is not where the text goes on ('b')"),
+        ('{"text": "a b c", "words": ["a", "b"], "entities": []}\n',
+         "x.jsonl:1: the words end before the text does (' c' is left)"),
     ],
 )  # fmt: skip
 def test_one_line_errors(tmp_path, text, message, capsys):
@@ -207,3 +217,41 @@ def test_unknown_label_in_a_span_file_names_its_record(tmp_path):
     dm = NERDataModule(train_file=str(train), val_file=str(val))
     with pytest.raises(NERError, match=r"val\.jsonl:2: tag 'B-FOOD' is not in the training"):
         dm.splits.check_labels("val", dm.labels)
+
+
+def test_given_words_are_the_words(tmp_path):
+    # spaCy splits "Jean-Luc" at its hyphen and keeps a token of the extra space; ner tag's
+    # JSONL keeps "oOo-----" whole: each file's words, not the splitter's
+    spacy = {"text": "Mary  met Jean-Luc", "spans": [{"start": 10, "end": 18, "label": "PER"}],
+             "tokens": [{"text": t, "start": s, "end": e} for t, s, e in [
+                 ("Mary", 0, 4), (" ", 5, 6), ("met", 6, 9), ("Jean", 10, 14), ("-", 14, 15),
+                 ("Luc", 15, 18)]]}  # fmt: skip
+    ours = {"text": "oOo----- Acme", "words": ["oOo-----", "Acme"],
+            "entities": [{"start": 9, "end": 13, "label": "ORG"}]}  # fmt: skip
+    for name, record, expected in [
+        ("a.jsonl", spacy, (["Mary", "met", "Jean", "-", "Luc"],
+                            ["O", "O", "B-PER", "I-PER", "I-PER"])),
+        ("b.jsonl", ours, (["oOo-----", "Acme"], ["O", "B-ORG"])),
+    ]:  # fmt: skip
+        path = tmp_path / name
+        path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        corpus = read_corpus(path)
+        assert [(s.words, s.tags) for s in corpus.sentences] == [expected]
+
+
+def test_writers_give_the_words_where_the_text_does_not(tmp_path):
+    # CoNLL input's words, joined with spaces: "oOo-----" would split, "Acme Corp" would not
+    conll = [Passage(1, "oOo----- Acme", ["oOo-----", "Acme"], [(0, 8), (9, 13)]),
+             Passage(2, "Acme Corp", ["Acme", "Corp"], [(0, 4), (5, 9)])]  # fmt: skip
+    tagged = [(["O", "B-ORG"], [1.0, 1.0]), (["B-ORG", "I-ORG"], [1.0, 1.0])]
+    write_predictions(conll, tagged, "jsonl", str(tmp_path / "a.jsonl"))
+    records = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert records[0]["words"] == ["oOo-----", "Acme"] and "words" not in records[1]
+    write_predictions(conll, tagged, "spacy", str(tmp_path / "b.jsonl"))
+    first = json.loads((tmp_path / "b.jsonl").read_text().splitlines()[0])
+    assert first["tokens"] == [
+        {"text": "oOo-----", "start": 0, "end": 8, "id": 0, "ws": True},
+        {"text": "Acme", "start": 9, "end": 13, "id": 1, "ws": False},
+    ]
+    assert first["spans"] == [{"start": 9, "end": 13, "token_start": 1, "token_end": 1,
+                               "label": "ORG", "text": "Acme"}]  # fmt: skip

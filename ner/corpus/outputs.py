@@ -1,10 +1,12 @@
 """What `ner tag`, `ner predict` and `ner test` write: predictions and evaluation reports.
 
 Predictions: JSONL (one record a passage: `line`, `text`, `entities` with character offsets into
-that text) or CoNLL (the input's columns plus the predicted tag in its scheme; `word tag` lines
-for text input, one block a line: a blank line ends each block, so a line with no words is a
-lone blank line and block n is line n). `ner tag` also writes the span files annotation tools
-import (`span_writers`: spacy, doccano, label-studio). A file appears whole or not at all.
+that text, and `words` where the raw-text splitter would cut the text into other words, as it
+does some CoNLL words: read back, a record has the words it was tagged as) or CoNLL (the input's
+columns plus the predicted tag in its scheme; `word tag` lines for text input, one block a line:
+a blank line ends each block, so a line with no words is a lone blank line and block n is line
+n). `ner tag` also writes the span files annotation tools import (`span_writers`: spacy,
+doccano, label-studio). A file appears whole or not at all.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import IO, Any
 from ner.corpus.inputs import Passage
 from ner.corpus.reader import Corpus, write_conll
 from ner.corpus.schemes import from_iob2
+from ner.corpus.span_tokens import resplit_differs
 from ner.corpus.span_writers import TOOL_FORMATS, write_tool_records
 from ner.corpus.text import entities_from_tags
 from ner.utils.errors import NERError
@@ -47,9 +50,13 @@ def open_output(output: str | None) -> Iterator[IO[str]]:
 
 
 def json_record(passage: Passage, tagged: Tagged) -> dict[str, Any]:
-    """A passage's JSONL record: its line, text and entities."""
+    """A passage's JSONL record: its line, text and entities, and its words where the text does
+    not split into them."""
     entities = entities_from_tags(*tagged, passage.offsets, passage.text)
-    return {"line": passage.line, "text": passage.text, "entities": entities}
+    record = {"line": passage.line, "text": passage.text, "entities": entities}
+    if resplit_differs(passage.words, passage.offsets, passage.text):
+        record["words"] = passage.words
+    return record
 
 
 def write_passages(

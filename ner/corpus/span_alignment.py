@@ -1,5 +1,6 @@
 """Character-offset spans -> IOB2 tags of the words `ner tag` splits the same text into
-(`text.split_words`), so training and tagging see the same words. No span is silently shifted.
+(`text.split_words`), so training and tagging see the same words, or of the words the record
+gives itself (`span_tokens`). No span is silently shifted.
 
 Offsets: tools count code points (Python) or UTF-16 units (JavaScript); the two differ after a
 character outside the BMP (an emoji). A span that carries its own text is read in whichever unit
@@ -86,7 +87,7 @@ def align_record(
     """The words of a record's text and their IOB2 tags from its spans; misaligned spans are
     listed in `tally` and widened or left out as `policy` says (`refuse` leaves them out too:
     the caller refuses the file)."""
-    words = split_words(record.text)
+    words = split_words(record.text) if record.words is None else record.words
     starts, ends = [s for _, s, _ in words], [e for _, _, e in words]
     tags = ["O"] * len(words)
     units = utf16_index(record.text)

@@ -10,8 +10,9 @@ spans as the file gives them (`span_alignment` checks them against the words).
   `text`, `labels`; a result of two labels is two spans); a task without one is left out:
   predictions are a model's, not an annotator's, and are never read as annotations.
 
-Every record keeps its 1-based line (where a Label Studio task opens) and task id for messages.
-No torch here.
+Every record keeps its 1-based line (where a Label Studio task opens) and task id for messages,
+and the words it gives beside its text, if any (`span_tokens`: spaCy's `tokens`, `ner tag`'s
+`words`). No torch here.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ner.corpus.span_tokens import Words, given_words
 from ner.utils.errors import NERError
 
 FORMATS = ("jsonl-ner", "spacy", "doccano", "label-studio")
@@ -48,6 +50,7 @@ class Record:
     text: str
     spans: list[Span]
     task: Any = None  # the Label Studio task's id
+    words: Words | None = None  # the words the record gives (None: the splitter's)
 
 
 @dataclass
@@ -112,7 +115,8 @@ def read_records(text: str, fmt: str, path: str) -> Records:
             continue
         items = _list(obj[key], key, path, number)
         spans = [_span(item, fmt, path, number) for item in items]
-        records.append(Record(number, text_of, spans))
+        words = given_words(obj, fmt, path, number)
+        records.append(Record(number, text_of, spans, words=words))
     return Records(fmt, records, total, left_out)
 
 

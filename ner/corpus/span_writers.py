@@ -1,8 +1,9 @@
 """Predictions as the span files annotation tools import, so a model's output opens in the tool
 as pre-annotations to correct (`ner tag --format spacy|doccano|label-studio`).
 
-- `spacy`: spaCy/Prodigy JSONL, `{"text", "spans": [{"start", "end", "label", "text"}],
-  "meta": {"line"}}`;
+- `spacy`: spaCy/Prodigy JSONL, `{"text", "tokens": [{"text", "start", "end", "id", "ws"}],
+  "spans": [{"start", "end", "token_start", "token_end", "label", "text"}], "meta": {"line"}}`:
+  the words the passage was tagged as are its tokens (`span_tokens`), so it reads back as them;
 - `doccano`: JSONL `{"text", "label": [[start, end, "LABEL"], ...], "line"}`;
 - `label-studio`: one JSON list of tasks `{"data": {"text", "line"}, "predictions": [{
   "model_version", "score", "result"}]}`, a result a span (`from_name` "label", `to_name`
@@ -22,6 +23,7 @@ from collections.abc import Iterable
 from typing import IO, Any
 
 from ner.corpus.inputs import Passage
+from ner.corpus.span_tokens import prodigy_tokens, token_span
 from ner.corpus.text import entities_from_tags
 
 TOOL_FORMATS = ("spacy", "doccano", "label-studio")
@@ -29,9 +31,14 @@ Tagged = tuple[list[str], list[float]]  # IOB2 tags and per-word scores of one p
 
 
 def spacy_record(passage: Passage, entities: list[dict[str, Any]]) -> dict[str, Any]:
-    """A passage as a spaCy/Prodigy task."""
-    spans = [{k: e[k] for k in ("start", "end", "label", "text")} for e in entities]
-    return {"text": passage.text, "spans": spans, "meta": {"line": passage.line}}
+    """A passage as a spaCy/Prodigy task, its words as the tokens."""
+    spans = [
+        {"start": e["start"], "end": e["end"], **token_span(passage.offsets, e["start"], e["end"]),
+         "label": e["label"], "text": e["text"]}
+        for e in entities
+    ]  # fmt: skip
+    tokens = prodigy_tokens(passage.words, passage.offsets, passage.text)
+    return {"text": passage.text, "tokens": tokens, "spans": spans, "meta": {"line": passage.line}}
 
 
 def doccano_record(passage: Passage, entities: list[dict[str, Any]]) -> dict[str, Any]:
