@@ -4,7 +4,9 @@ int8 graph quantizes activations row by row, as stated."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +19,10 @@ import torch
 from helpers import LABELS, emissions, run_ner
 from onnx import TensorProto, helper, numpy_helper
 
+from ner.cli.serve import describe
 from ner.inference.backends import ExportedTagger
-from ner.inference.export import export_onnx, quantize_int8
+from ner.inference.export import export_onnx
+from ner.inference.int8 import quantize_int8
 from ner.inference.routine import map_batches
 from ner.model.tagger import NERTagger
 from ner.modules.combiners import (
@@ -31,6 +35,7 @@ from ner.modules.combiners import (
 )
 from ner.modules.heads import LinearHead
 from ner.modules.word_features import WordFeatures
+from ner.serving.loader import load_model
 from ner.utils.errors import NERError
 
 # lower-case words and full stops only: the casing class of each is known without ner.corpus.shapes
@@ -167,6 +172,35 @@ def test_ner_export_cli_and_its_errors(tmp_path, capsys, context_run):
     )
     code, _, err = run_ner(["export", str(tmp_path / "nope.ckpt"), str(tmp_path / "o2")], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and not (tmp_path / "o2").exists()
+
+
+def test_export_carries_the_model_card(tmp_path, capsys, trained):
+    # best.ckpt beside the card `ner fit` wrote for it, and alone
+    runs = {"card": ("best.ckpt", "README.md"), "none": ("best.ckpt",)}
+    for run, names in runs.items():
+        (tmp_path / run).mkdir()
+        for name in names:
+            shutil.copy(trained["ckpt"] / name, tmp_path / run / name)
+        out = str(tmp_path / run / "out")
+        code, _, err = run_ner(["export", str(tmp_path / run / "best.ckpt"), out, "--no-int8"],
+                               capsys)  # fmt: skip
+        assert code == 0, err
+    card = tmp_path / "card" / "out" / "README.md"
+    assert card.read_bytes() == (tmp_path / "card" / "README.md").read_bytes()
+    assert not (tmp_path / "none" / "out" / "README.md").exists()
+    # `ner serve` of the export folder links its card in /info, as it does a checkpoint's
+    for run, expected in (("card", str(card.resolve())), ("none", None)):
+        folder = str(tmp_path / run / "out")
+        args = argparse.Namespace(checkpoint=folder, backend="onnx", quantize=None)
+        assert describe(load_model(folder, "onnx", None, "cpu"), args)["model_card"] == expected
+
+
+def test_a_card_that_cannot_be_copied_leaves_no_export(tmp_path, tiny_model_dir):
+    with pytest.raises(NERError) as caught:
+        export_onnx(tagger(tiny_model_dir), tmp_path / "export", int8=False,
+                    card=tmp_path / "README.md")  # fmt: skip
+    assert str(caught.value).startswith(f"{tmp_path / 'README.md'}: cannot copy the model card")
+    assert list(tmp_path.iterdir()) == []
 
 
 def linear_graph(path: Path, w: np.ndarray, v: np.ndarray, bias: np.ndarray) -> Path:

@@ -2,8 +2,10 @@
 
 OUT gets `model.onnx` (emissions of encoder + combiner + pooling + word features + head, dynamic
 batch and length axes), `model.int8.onnx` (dynamically quantized; `--no-int8` skips it), the
-tokenizer's files and `ner.json` (labels, window settings, inputs, decoding constraints). It is
-assembled beside OUT and renamed onto it at the end: it appears whole or not at all.
+tokenizer's files, `ner.json` (labels, window settings, inputs, decoding constraints) and the
+checkpoint's model card, `README.md`, where `ner fit` wrote one for it (`ner serve OUT` links it
+in `/info`). It is assembled beside OUT and renamed onto it at the end: it appears whole or not
+at all.
 `ner tag OUT` tags with it; docs/export.md shows how to run it with onnxruntime alone.
 """
 
@@ -13,6 +15,7 @@ import argparse
 import time
 
 from ner.cli.main import summary
+from ner.cli.model_card import card_of
 from ner.inference.backend_table import QUANTIZATIONS
 from ner.inference.export import export_onnx
 from ner.model.tagger import load_tagger
@@ -36,7 +39,10 @@ def main(argv: list[str]) -> int:
     require("export", "ner export")
     started = time.perf_counter()
     tagger = load_tagger(args.checkpoint)  # a bad checkpoint fails before anything is written
-    folder = export_onnx(tagger, args.output, int8=not args.no_int8, source=args.checkpoint)
+    card = card_of(args.checkpoint)  # the card that describes this checkpoint, if any
+    folder = export_onnx(
+        tagger, args.output, int8=not args.no_int8, source=args.checkpoint, card=card
+    )
     for path in sorted(folder.iterdir()):
         size = (
             sum(p.stat().st_size for p in path.rglob("*")) if path.is_dir() else path.stat().st_size

@@ -4,7 +4,7 @@
   linear layers (int8 weights, activations quantized per token at run time).
 - `onnx`: the model's exported graph (`ner.inference.export`) run by onnxruntime with all graph
   optimizations; `quantize="int8"`: its int8 copy (int8 weights, activations quantized per row
-  at run time, `ner.inference.export.quantize_int8`).
+  at run time, `ner.inference.int8.quantize_int8`).
 
 Both int8 paths give each token's activations a scale of their own, never one over the batch, so
 quantizing ties no sentence to its batch mates: onnx int8 gives a sentence the same emissions, bit
@@ -36,7 +36,8 @@ from ner.data.feature_cache import encoder_fingerprint
 from ner.data.pretrained import load_tokenizer
 from ner.data.windows import WindowSettings
 from ner.inference.backend_table import check_backend
-from ner.inference.export import FORMAT, INT8_SCHEME, VERSION, export_onnx
+from ner.inference.export import FORMAT, VERSION, export_onnx
+from ner.inference.int8 import INT8_SCHEME
 from ner.inference.routine import predict_entities
 from ner.modules.heads import LinearHead
 from ner.utils.errors import NERError
