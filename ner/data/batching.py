@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,21 +36,32 @@ def collate(
         input_ids.append(list(ids) + [pad_id] * pad)
         piece_word.append([w + b * num_words if w >= 0 else -1 for w in pw] + [-1] * pad)
         mask.append([1] * len(ids) + [0] * pad)
-    labels = [list(r["ner_tags"]) + [-100] * (num_words - len(r["ner_tags"])) for r in rows]
-    word_mask = [
-        [True] * len(r["ner_tags"]) + [False] * (num_words - len(r["ner_tags"])) for r in rows
-    ]
     batch = {
         "input_ids": torch.tensor(input_ids, dtype=torch.long),  # [R, P]
         "attention_mask": torch.tensor(mask, dtype=torch.long),  # [R, P]
         "piece_word": torch.tensor(piece_word, dtype=torch.long),  # [R, P] flat b * W + w
+    }
+    batch.update(word_columns(rows, num_words, word_inputs))
+    return batch
+
+
+def word_columns(
+    rows: list[dict[str, Any]], num_words: int, word_inputs: Sequence[str] = ()
+) -> dict[str, Tensor]:
+    """The per-sentence and per-word tensors of a batch of `rows` padded to `num_words` words:
+    `labels`, `word_mask`, `sent_id` and the `word_inputs` of word features."""
+    labels = [list(r["ner_tags"]) + [-100] * (num_words - len(r["ner_tags"])) for r in rows]
+    word_mask = [
+        [True] * len(r["ner_tags"]) + [False] * (num_words - len(r["ner_tags"])) for r in rows
+    ]
+    columns = {
         "labels": torch.tensor(labels, dtype=torch.long).view(len(rows), num_words),  # [B, W]
         "word_mask": torch.tensor(word_mask, dtype=torch.bool).view(len(rows), num_words),
         "sent_id": torch.tensor([r.get("sent_id", b) for b, r in enumerate(rows)]),  # [B]
     }
     if word_inputs:
-        batch.update(batch_word_inputs([r["tokens"] for r in rows], num_words, word_inputs))
-    return batch
+        columns.update(batch_word_inputs([r["tokens"] for r in rows], num_words, word_inputs))
+    return columns
 
 
 def move_batch(batch: Any, device: torch.device) -> Any:
@@ -139,7 +150,9 @@ class LengthBucketSampler(Sampler[list[int]]):
         shuffle: bool = False,
         seed: int = 0,
         chunk_size: int = 4096,
+        order: Callable[[list[int], list[int]], list[list[int]]] | None = None,
     ):
+        self.order = order  # (lengths, windows) -> batches, unshuffled (inference batching)
         self.lengths, self.rows = lengths, rows
         self.batch_size, self.max_pieces = batch_size, max_pieces
         self.shuffle, self.seed, self.chunk_size = shuffle, seed, chunk_size
@@ -159,6 +172,8 @@ class LengthBucketSampler(Sampler[list[int]]):
         self.epoch = epoch
 
     def _all_batches(self) -> list[list[int]]:
+        if not self.shuffle and self.order is not None:
+            return self.order(self.lengths, self.rows)
         if not self.shuffle:
             return batches_by_length(self.lengths, self.batch_size, self.max_pieces, self.rows)
         rng = random.Random(self.seed * 1_000_003 + self.epoch)

@@ -93,7 +93,8 @@ class NERDataModule(pl.LightningDataModule):
         reading = CorpusFormat(format, scheme, tag_column, misaligned, offsets)
         self.splits = Splits(given, data_dir, hub_name, reading, cache_dir, predict_format)
         self.datasets, self._feature_stores, self.zero_piece_words = {}, {}, {}  # by split
-        self.feature_cache = None  # a FeatureCache, set by a tagger with a frozen encoder
+        # set by the tagger: a FeatureCache (frozen encoder), `ner predict`'s InferenceBatching
+        self.feature_cache = self.inference = None
         self._labels: list[str] | None = list(labels) if labels else None
         self.word_inputs: tuple[str, ...] = ()  # per-word inputs the model's features read
         self._tokenizer = self._settings = self._model_settings = self._scratch = None  # lazy
@@ -113,8 +114,8 @@ class NERDataModule(pl.LightningDataModule):
         return self.splits.corpus(split)
 
     def predict_parts(self, part: int | None) -> Iterator[PredictInput]:
-        """The predict file in parts of at most `part` passages, read lazily: run one
-        `trainer.predict` a part, and setup tokenizes only the current part."""
+        """The predict file in parts of at most `part` passages, read lazily (setup tokenizes
+        only the current part)."""
         return self.splits.predict_parts(part)
 
     # ---- what the model may supply -----------------------------------------------------------
@@ -167,9 +168,8 @@ class NERDataModule(pl.LightningDataModule):
 
     @property
     def window_settings(self) -> WindowSettings:
-        """Window length, stride and context: those of the model being run (its checkpoint's,
-        or its encoder's default) with what is set here on top; with no model attached, the
-        encoder's default (`ner.data.windows.default_windows`) with what is set here on top."""
+        """Window length, stride and context: the model's (its checkpoint's, or its encoder's
+        default), else the encoder's default (`default_windows`), with what is set here on top."""
         if self._settings is None:
             base = self._model_settings
             if base is None:
@@ -223,8 +223,8 @@ class NERDataModule(pl.LightningDataModule):
 
     @property
     def cache_root(self) -> Path | None:
-        """Where tokenized splits (and, under `features/`, a frozen encoder's hidden states)
-        are cached: `cache_dir`, or None (nothing written but temporary feature files)."""
+        """Where tokenized splits (and, under `features/`, a frozen encoder's hidden states) are
+        cached: `cache_dir`, or None (nothing written but temporary feature files)."""
         return Path(self.cache_dir) if self.cache_dir else None
 
     def _features_root(self) -> Path:
@@ -236,9 +236,8 @@ class NERDataModule(pl.LightningDataModule):
         return Path(self._scratch)
 
     def use_feature_cache(self, cache) -> None:
-        """Serve train/val/test batches with stored hidden states from `cache` (a
-        `ner.data.feature_cache.FeatureCache`), encoding each split once when its loader is
-        built."""
+        """Serve train/val/test batches with stored hidden states from `cache` (a `FeatureCache`),
+        encoding each split once when its loader is built."""
         self.feature_cache = cache
         self._feature_stores.clear()
 
@@ -257,8 +256,9 @@ class NERDataModule(pl.LightningDataModule):
         """The batch sampler of a split set up: shuffled for train, length order otherwise."""
         lengths, rows = window_lengths(self.datasets[split].with_format("arrow")["input_ids"])
         batch_size = None if self.max_pieces else self.batch_size
-        shuffle = split == "train"
-        return LengthBucketSampler(lengths, rows, batch_size, self.max_pieces, shuffle, self.seed)
+        order = getattr(self.inference, "batches", None) if split == "predict" else None
+        return LengthBucketSampler(lengths, rows, batch_size, self.max_pieces, split == "train",
+                                   self.seed, order=order)  # fmt: skip
 
     def _loader(self, split: str) -> DataLoader:
         if split not in self.datasets:
@@ -277,7 +277,8 @@ class NERDataModule(pl.LightningDataModule):
             columns = ["input_ids", "piece_word", "ner_tags", "sent_id"]
             columns += ["tokens"] if self.word_inputs else []
             data = self.datasets[split].select_columns(columns)
-            collate_fn = partial(collate, pad_id=pad_id, word_inputs=self.word_inputs)
+            how = self.inference.collate if split == "predict" and self.inference else collate
+            collate_fn = partial(how, pad_id=pad_id, word_inputs=self.word_inputs)
         return ResumableLoader(
             data,
             batch_sampler=self.sampler(split),

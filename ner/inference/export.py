@@ -78,7 +78,7 @@ def sample_batch(model: Tagger) -> dict[str, Tensor]:
         batches.append(batch)
         return [None] * len(batch["sent_id"])
 
-    for _ in map_batches(model, keep, SAMPLE, bf16=False):
+    for _ in map_batches(model, keep, SAMPLE, bf16=False, packed=False):  # the graph's inputs
         pass
     return {k: v.clone() for k, v in batches[0].items()}  # clones: not inference tensors
 

@@ -19,9 +19,11 @@ from torch import Tensor, nn
 
 from ner.corpus.text import entities_from_tags, words_and_offsets
 from ner.data.alignment import align_rows
-from ner.data.batching import batches_by_length, collate, piece_budget
+from ner.data.batching import piece_budget
+from ner.data.row_packing import ROW_PIECES, InferenceBatching, rounded_rows
 from ner.data.windows import WindowSettings
 from ner.inference.consistency import decode_documents, sentence_outputs
+from ner.modules.encoder import position_start
 from ner.utils.precision import autocast, bf16_inference, linears_in_bf16
 
 T = TypeVar("T")
@@ -46,6 +48,7 @@ class Tagger(Protocol):
 
 # Sentences aligned and tagged at a time: memory follows this, not the input's length.
 CHUNK_SIZE = 4096
+BATCH_SIZE = 64  # sentences a batch at most, unless asked otherwise
 
 
 def decode_batch(model: Tagger, batch: dict[str, Tensor]) -> list[Tagged]:
@@ -88,10 +91,11 @@ def map_batches(
     sentences: Iterable[Sequence[str]],
     doc_ids: Iterable[int] | None = None,
     settings: WindowSettings | None = None,
-    batch_size: int = 64,
+    batch_size: int | None = BATCH_SIZE,
     max_pieces: int | None = None,
     chunk_size: int = CHUNK_SIZE,
     bf16: bool | None = None,
+    packed: bool | None = None,
 ) -> Iterator[T]:
     """`fn(batch)` (one result a batch row) over every sentence, yielded in input order.
 
@@ -99,11 +103,13 @@ def map_batches(
     each other's context); None: every sentence its own document. `settings`: None: the model's.
     `max_pieces`: padded pieces a batch (None: `ner.data.batching.piece_budget`). `bf16`:
     autocast in bf16 (None: where the device runs it fast, see `ner.utils.precision`).
+    `packed`: short sentences packed into rows of one shape (`ner.data.row_packing`; None: where
+    the model allows it; False: length-sorted batches only, as training evaluates).
     """
     settings = settings or model.window_settings
     device = next(model.parameters()).device
     bf16 = bf16_inference(device, bf16)
-    budget = max_pieces or piece_budget(device, bf16)
+    batching = inference_batching(model, device, batch_size, max_pieces, bf16, packed)
     pad_id = model.tokenizer.pad_token_id or 0
     model.eval()
     # a model that runs its own torch forward: its linear layers held in bf16 (same results)
@@ -122,17 +128,45 @@ def map_batches(
                 zip(aligned["input_ids"], aligned["piece_word"], chunk, strict=True)
             )
         ]
-        lengths = [max(len(w) for w in ids) for ids in aligned["input_ids"]]
-        windows = [len(ids) for ids in aligned["input_ids"]]
         results: list[Any] = [None] * len(rows)
         held = linears_in_bf16(model) if own else contextlib.nullcontext()
         with torch.inference_mode(), autocast(device, bf16), held:
-            for indices in batches_by_length(lengths, batch_size, budget, windows):
-                batch = collate([rows[i] for i in indices], pad_id, model.word_inputs)
+            lengths = [max(len(w) for w in r["input_ids"]) for r in rows]
+            for indices in batching.batches(lengths, [len(r["input_ids"]) for r in rows]):
+                batch = batching.collate([rows[i] for i in indices], pad_id, model.word_inputs)
                 batch = {k: v.to(device) for k, v in batch.items()}
                 for i, result in zip(indices, fn(batch), strict=True):
                     results[i] = result
         yield from results
+
+
+def inference_batching(
+    model: Tagger,
+    device: torch.device,
+    batch_size: int | None = BATCH_SIZE,
+    max_pieces: int | None = None,
+    bf16: bool | None = None,
+    packed: bool | None = None,
+) -> InferenceBatching:
+    """How `model` forms inference batches on `device` (the options of `map_batches`): what
+    `ner tag` runs, and what `ner predict`'s data module is given so both batch alike."""
+    budget = max_pieces or piece_budget(device, bf16_inference(device, bf16))
+    pack = packed is not False and can_pack(model)
+    if packed and not pack:
+        raise ValueError("this model's batches cannot be packed")
+    return InferenceBatching(batch_size, budget, pack)
+
+
+def can_pack(model: Tagger) -> bool:
+    """Whether a model's inference batches can be packed (`ner.data.row_packing`): a torch model
+    whose forward reads packed rows (`packs_rows`), with no other runtime attached, whose
+    encoder numbers positions in a way packing can reproduce."""
+    encoder = getattr(model, "encoder", None)
+    if not getattr(model, "packs_rows", False) or getattr(model, "runtime", None) is not None:
+        return False
+    if encoder is None or encoder.config._attn_implementation not in ("sdpa", "eager"):
+        return False
+    return position_start(encoder) is not None
 
 
 def iter_tags(
@@ -161,6 +195,25 @@ def _consistent_tags(
     doc_ids, grouping = itertools.tee(doc_ids)
     outputs = map_batches(model, lambda b: sentence_outputs(model, b), sentences, doc_ids, **kw)
     return decode_documents(model, words, outputs, grouping, weight)
+
+
+def warm_up(model: Tagger, batch_size: int | None = BATCH_SIZE, max_pieces: int | None = None):
+    """Tag once in every batch shape packed inference meets (`ner.data.row_packing`), so that
+    the first requests do not pay for the kernels' set-up of each new shape (a server calls it
+    when it loads). Returns the row counts run (one sentence only, if nothing is packed)."""
+    device = next(model.parameters()).device
+    batching = inference_batching(model, device, batch_size, max_pieces)
+    if not batching.pack:
+        list(iter_tags(model, [["warm"]]))
+        return [1]
+    # a sentence over half a row: each one fills a row alone
+    sentence = ["a"] * (ROW_PIECES // 2)
+    most = max(1, min(batching.max_pieces // ROW_PIECES, batch_size or ROW_PIECES))
+    counts = sorted({rounded_rows(n) for n in range(1, most + 1)})
+    for count in counts:  # a count over `most` is the shape of `most` rows, rounded up
+        sentences = [sentence] * min(count, most)
+        list(iter_tags(model, sentences, batch_size=batch_size, max_pieces=max_pieces))
+    return counts
 
 
 def predict_entities(

@@ -18,7 +18,7 @@ from ner.data.windows import WindowSettings, default_windows
 from ner.inference.routine import map_batches
 from ner.model.tagger import NERTagger
 from ner.modules.combiners import LayerCombiner, resolve_layers
-from ner.modules.encoder import depth, hidden_states, keep_layers, load_encoder
+from ner.modules.encoder import depth, hidden_states, keep_layers, load_encoder, packed_inputs
 from ner.modules.pooling import Mode, WordPooling
 from ner.utils.errors import NERError
 
@@ -31,6 +31,7 @@ class WordStates(nn.Module):
     `ner.inference.routine.Tagger` that `map_batches` needs to align and batch sentences."""
 
     word_inputs: tuple[str, ...] = ()  # word features are not hidden states
+    packs_rows = True  # its forward reads packed rows' positions and segments
 
     def __init__(
         self,
@@ -78,7 +79,8 @@ class WordStates(nn.Module):
         """One encoder pass: word vectors of the hidden states `layers` `[batch, words, layers,
         hidden]` and, `with_combiner`, the tagger's combined ones `[batch, words, dim]` (word
         features excluded), pooled as the tagger pools."""
-        hidden = hidden_states(self.encoder, batch["input_ids"], batch["attention_mask"])
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+        hidden = hidden_states(self.encoder, ids, mask, **packed_inputs(batch))
         stacked = torch.stack([self.pooling.words(hidden[k], batch) for k in layers], dim=2)
         if not with_combiner or self.combiner is None:
             return stacked, None

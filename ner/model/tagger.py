@@ -16,14 +16,14 @@ from ner.data.pretrained import BUNDLED_ENCODER, is_uncased, load_tokenizer
 from ner.data.windows import default_windows
 from ner.evaluation.error_analysis import training_entities
 from ner.inference.backends import accelerate
-from ner.inference.routine import decode_batch, predict_entities
+from ner.inference.routine import decode_batch, inference_batching, predict_entities
 from ner.model import checkpoint
 from ner.model.distill import Teacher
 from ner.model.document_decoding import HeldOutputs
 from ner.model.optim import optimizer_of, with_schedule
 from ner.model.split_evaluation import SplitEvaluation
 from ner.modules.combiners import LastLayer, LayerCombiner
-from ner.modules.encoder import hidden_states, keep_layers, load_encoder
+from ner.modules.encoder import hidden_states, keep_layers, load_encoder, packed_inputs
 from ner.modules.heads import LinearHead, TaggingHead
 from ner.modules.pooling import Mode, WordPooling
 from ner.modules.word_features import WordFeatures
@@ -32,6 +32,8 @@ from ner.utils.errors import NERError
 
 class NERTagger(pl.LightningModule):
     """Named-entity tagger over the whole hidden-state tuple of a Hugging Face encoder."""
+
+    packs_rows = True  # its forward reads packed rows' positions and segments (inference)
 
     def __init__(
         self,
@@ -126,18 +128,20 @@ class NERTagger(pl.LightningModule):
         return self
 
     # ---- forward -----------------------------------------------------------------------------
-    def encode(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, ...]:
-        """Hidden states `(embeddings, layer_1..L)`, each `[rows, pieces, hidden]`; or `(last,)`."""
+    def encode(self, input_ids: Tensor, attention_mask: Tensor, **packed: Tensor) -> tuple:
+        """Hidden states `(embeddings, layer_1..L)`, each `[rows, pieces, hidden]`; or `(last,)`.
+        `packed`: `position_ids` and `segments` of packed rows (`ner.data.row_packing`)."""
         all_states = self.combiner.needs_all_hidden_states
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.freeze_encoder):
-            return hidden_states(self.encoder, input_ids, attention_mask, all_states)
+            return hidden_states(self.encoder, input_ids, attention_mask, all_states, **packed)
 
     def piece_vectors(self, batch: dict[str, Any]) -> Tensor:
         """Combined piece vectors `[rows, pieces, dim]`: from the encoder, or from the `features`
         a frozen encoder's feature cache stored (the combiner converts what it reads)."""
         mask = batch["attention_mask"]
         if "features" not in batch:
-            return self.combiner(self.encode(batch["input_ids"], mask), mask)
+            packed = packed_inputs(batch)
+            return self.combiner(self.encode(batch["input_ids"], mask, **packed), mask)
         layers = [int(i) for i in batch["feature_layers"]]
         return self.combiner.combine_stored(batch["features"], layers, mask)
 
@@ -173,6 +177,8 @@ class NERTagger(pl.LightningModule):
             self.train_entities = sorted(training_entities(datamodule.sentences("train")))
             if self.teacher is not None:
                 self.teacher.attach(self, load_tagger)
+        if stage == "predict" and hasattr(datamodule, "inference"):  # batched as `ner tag` does
+            datamodule.inference = inference_batching(self, self.trainer.strategy.root_device)
         # A frozen encoder is a fixed function of the windows: have the data module encode each
         # corpus once and serve stored hidden states (predict batches are always computed).
         if self.freeze_encoder and self.cache_features and hasattr(datamodule, "use_feature_cache"):

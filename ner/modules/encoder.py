@@ -4,7 +4,8 @@ layer_L)`: the one forward pass of the tagger, the feature cache and `ner embed`
 
 from __future__ import annotations
 
-from torch import nn
+import torch
+from torch import Tensor, nn
 
 from ner.data.pretrained import loading, no_progress_bar, resolve_encoder
 from ner.utils.errors import NERError
@@ -61,13 +62,70 @@ def keep_layers(encoder, count: int) -> None:
     encoder.kept_layers = count  # a plain number: neither a parameter nor a buffer
 
 
-def hidden_states(encoder, input_ids, attention_mask, all_states: bool = True) -> tuple:
+def hidden_states(
+    encoder, input_ids, attention_mask, all_states: bool = True, position_ids=None, segments=None
+) -> tuple:
     """The encoder's hidden states `(embeddings, layer_1 .. layer_L)`, each `[rows, pieces,
     hidden]`; `all_states=False`: only the last, as `(last,)`. The one forward pass of the
-    tagger, the feature cache and `ner embed`."""
+    tagger, the feature cache and `ner embed`. `segments [rows, pieces]` (packed rows,
+    `ner.data.row_packing`): a piece attends only to the pieces of its own segment, at its
+    `position_ids`."""
+    if segments is not None:
+        attention_mask = block_mask(encoder, segments)
+        position_ids = position_ids + position_start(encoder)  # packed rows count from 0
     out = encoder(
-        input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=all_states
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        output_hidden_states=all_states,
+        **({"position_ids": position_ids} if position_ids is not None else {}),
     )
     # an encoder that computes no layer returns its embeddings as the last state, and no tuple
     return tuple(out.hidden_states or ()) if all_states and depth(encoder) else (
         out.last_hidden_state,)  # fmt: skip
+
+
+def packed_inputs(batch: dict) -> dict:
+    """The `position_ids` and `segments` of a batch of packed rows (none in a plain batch): the
+    keyword arguments of `hidden_states` besides the ids and mask."""
+    return {k: batch[k] for k in ("position_ids", "segments") if k in batch}
+
+
+def block_mask(encoder, segments: Tensor) -> Tensor:
+    """The 4D attention mask `[rows, 1, pieces, pieces]` of packed rows: a piece sees the pieces
+    of its own segment only. transformers takes a 4D mask as given: boolean for scaled dot
+    product attention, additive (0 or the dtype's minimum) for eager attention, which adds it."""
+    same = (segments[:, :, None] == segments[:, None, :]).unsqueeze(1)  # [R, 1, P, P]
+    if encoder.config._attn_implementation == "sdpa":
+        return same
+    dtype = encoder.dtype
+    return torch.zeros(same.shape, dtype=dtype, device=segments.device).masked_fill(
+        ~same, torch.finfo(dtype).min
+    )
+
+
+def position_start(encoder) -> int | None:
+    """The position id the encoder gives a window's first piece when it numbers the pieces
+    itself: 0 (BERT), or the padding id + 1 (MPNet, RoBERTa); None when neither matches, and
+    packed rows (which number each window from it) cannot be used. Found by trying both."""
+    if getattr(encoder, "position_start", "unknown") != "unknown":
+        return encoder.position_start
+    embeddings = getattr(encoder, "embeddings", None)
+    found = None
+    if embeddings is not None:
+        device = next(embeddings.parameters()).device
+        ids = torch.tensor([[3, 4, 5, 6]], device=device)  # no padding id among them
+        pad = getattr(encoder.config, "pad_token_id", None) or 0
+        training = embeddings.training
+        embeddings.eval()
+        with torch.no_grad():
+            alone = embeddings(input_ids=ids)
+            for start in (0, pad + 1):
+                numbered = embeddings(
+                    input_ids=ids, position_ids=torch.arange(start, start + 4, device=device)[None]
+                )
+                if torch.equal(numbered, alone):
+                    found = start
+                    break
+        embeddings.train(training)
+    encoder.position_start = found  # a plain attribute: neither a parameter nor a buffer
+    return found

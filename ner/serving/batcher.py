@@ -34,7 +34,7 @@ import torch
 from litserve.loops.simple_loops import BatchedLoop
 from litserve.utils import LitAPIStatus, LoopResponseType
 
-from ner.inference.routine import Tagger
+from ner.inference.routine import Tagger, warm_up
 from ner.serving.admission import late_message
 from ner.serving.api import tag_requests
 from ner.utils.errors import first_line
@@ -148,7 +148,7 @@ class TaggingAPI(ls.LitAPI):
         if self.threads:
             torch.set_num_threads(self.threads)
         self.model = self.loader()
-        self.predict([WARMUP])
+        warm_up(self.model, self.max_batch_size, self.max_pieces)
 
     def decode_request(self, request: dict[str, Any]) -> dict[str, Any]:
         return request  # validated by the HTTP process (ner.serving.server)
