@@ -382,8 +382,8 @@ def main(argv: list[str] | None = None) -> None:
         "ner tag offline: the routine of `ner tag` (iter_tags, batch 64) on all the sentences in"
         " one call, in its own process before the servers started",
         f"ner serve {' '.join(backend_options(args))} {args.serve_args}".rstrip()
-        + f" (batching: max 64 texts, 5 ms, unless set); our answers whose entities differ from"
-        f" the offline ones: {wrong}",
+        + " (batching: max 64 texts, what is queued, unless set); our answers whose entities"
+        f" differ from the offline ones: {wrong}",
         "anchor: FastAPI sync endpoint calling pipeline('token-classification',"
         " aggregation_strategy='first') per request (uvicorn, one process); its classifier is "
         + ("the checkpoint's head" if offline["copied"] else "a fresh one (the head is not plain"

@@ -84,7 +84,7 @@ def test_collate_packed_places_windows_with_their_own_positions():
     with pytest.raises(ValueError, match="do not fit"):
         collate_packed(rows, [[0, 1]], row_pieces=6)
     # the layout is a function of the rows alone; not packable: the plain collate
-    assert collate_inference(rows, pack=True)["input_ids"].shape == (1, 64)
+    assert collate_inference(rows, pack=True)["input_ids"].shape == (1, 16)  # 7 pieces
     assert "segments" not in collate_inference(rows, pack=False)
 
 
@@ -174,8 +174,8 @@ def test_warm_up_runs_every_packed_shape(tiny_model_dir, monkeypatch):
 
     monkeypatch.setattr(type(model), "forward", spy)
     assert warm_up(model, max_pieces=1024) == [1, 2, 4, 8, 12, 16]
-    assert shapes == [(1, 64), (2, 64), (4, 64), (8, 64), (12, 64), (16, 64)]
+    narrow = [(1, 16), (1, 32), (1, 48), (2, 48)]
+    assert shapes == [(1, 64), (2, 64), (4, 64), (8, 64), (12, 64), (16, 64), *narrow]
     shapes.clear()
-    model.runtime = None
     assert warm_up(model, batch_size=6, max_pieces=1024) == [1, 2, 4, 8]
-    assert shapes[-1] == (8, 64)  # 6 rows, rounded up
+    assert shapes[3] == (8, 64)  # 6 rows, rounded up

@@ -78,7 +78,7 @@ def test_health_and_info(app, ckpt):
         "max_texts": 1000,
         "max_body_bytes": 6_065_536,
     }
-    assert model["batching"] == {"max_batch_size": 64, "batch_timeout": 0.005, "max_pieces": None}
+    assert model["batching"] == {"max_batch_size": 64, "batch_timeout": 0.0, "max_pieces": None}
     assert (model["workers"], model["threads"]) == (1, 1)
     assert model["admission"] == {"max_queue": None, "deadline": 30.0, "drain_timeout": 35.0,
                                   "rate": None, "scope": "all HTTP processes"}  # fmt: skip

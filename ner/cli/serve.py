@@ -55,8 +55,9 @@ def parser() -> argparse.ArgumentParser:
         help="texts tagged together at most: concurrent requests are pooled up to it",
     )  # fmt: skip
     p.add_argument(
-        "--batch-timeout", type=float, default=0.005,
-        help="seconds a request waits at most for others to join its batch",
+        "--batch-timeout", type=float, default=0.0,
+        help="seconds a request waits at most for others to join its batch (0: the worker takes"
+        " what is queued; requests that arrive while it tags form the next batch)",
     )  # fmt: skip
     p.add_argument(
         "--max-pieces", type=int, default=None,

@@ -22,6 +22,7 @@ import torch
 from ner.data.batching import batches_by_length, collate, word_columns
 
 ROW_PIECES = 64  # columns of a packed row: most sentences of news or tweets fit with room to share
+PIECES_STEP = 16  # a batch's columns: its fullest row's pieces rounded up to a multiple of this
 
 
 def pack_rows(lengths: Sequence[int], row_pieces: int, most: int | None = None) -> list[list[int]]:
@@ -47,6 +48,13 @@ def rounded_rows(rows: int) -> int:
     """The rows of a batch of `rows` packed rows: 1, 2, or the next multiple of 4 (few shapes;
     a cut-short batch wastes under 4 rows)."""
     return rows if rows <= 2 else -(-rows // 4) * 4
+
+
+def rounded_pieces(pieces: int, row_pieces: int = ROW_PIECES) -> int:
+    """The columns of a batch whose fullest row holds `pieces`: the next multiple of
+    `PIECES_STEP`, at most `row_pieces`. Rows are usually nearly full, so most batches are
+    `row_pieces` wide; a lone short request is not padded to a full row."""
+    return min(row_pieces, -(-pieces // PIECES_STEP) * PIECES_STEP)
 
 
 def packed_batches(
@@ -122,7 +130,8 @@ def collate_packed(
     adds where it starts counting, `ner.modules.encoder.hidden_states`) and `segments` (the
     window of each piece in its row, 1..k; 0: padding, which attends only to padding)."""
     num_words = max(len(r["ner_tags"]) for r in rows)  # W
-    shape = (rounded_rows(len(layout)), row_pieces)
+    filled = max((sum(len(rows[b]["input_ids"][0]) for b in row) for row in layout), default=1)
+    shape = (rounded_rows(len(layout)), rounded_pieces(filled, row_pieces))
     input_ids = torch.full(shape, pad_id, dtype=torch.long)  # [R, L]
     piece_word = torch.full(shape, -1, dtype=torch.long)  # [R, L] flat b * W + w
     positions = torch.zeros(shape, dtype=torch.long)  # [R, L]

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from ner.corpus.text import entities_from_tags, words_and_offsets
 from ner.data.alignment import align_rows
 from ner.data.batching import piece_budget
-from ner.data.row_packing import ROW_PIECES, InferenceBatching, rounded_rows
+from ner.data.row_packing import PIECES_STEP, ROW_PIECES, InferenceBatching, rounded_rows
 from ner.data.windows import WindowSettings
 from ner.inference.consistency import decode_documents, sentence_outputs
 from ner.modules.encoder import position_start
@@ -206,12 +206,16 @@ def warm_up(model: Tagger, batch_size: int | None = BATCH_SIZE, max_pieces: int 
     if not batching.pack:
         list(iter_tags(model, [["warm"]]))
         return [1]
-    # a sentence over half a row: each one fills a row alone
-    sentence = ["a"] * (ROW_PIECES // 2)
+    # a sentence of a row's pieces fills a row alone; one or two short ones: narrower batches
+    sentence = ["a"] * (ROW_PIECES - 2)  # two special pieces
     most = max(1, min(batching.max_pieces // ROW_PIECES, batch_size or ROW_PIECES))
     counts = sorted({rounded_rows(n) for n in range(1, most + 1)})
     for count in counts:  # a count over `most` is the shape of `most` rows, rounded up
         sentences = [sentence] * min(count, most)
+        list(iter_tags(model, sentences, batch_size=batch_size, max_pieces=max_pieces))
+    # narrower: one row (one short sentence, or two that share it), or two rows over half full
+    narrow = [[["a"] * (width - 2)] for width in range(PIECES_STEP, ROW_PIECES, PIECES_STEP)]
+    for sentences in [*narrow, [["a"] * (ROW_PIECES - PIECES_STEP - 2)] * 2]:
         list(iter_tags(model, sentences, batch_size=batch_size, max_pieces=max_pieces))
     return counts
 

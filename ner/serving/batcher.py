@@ -2,12 +2,12 @@
 loop that pools them.
 
 `PoolingLoop` blocks until a request is queued, then takes whatever else is queued, and waits
-for more only while the first request is younger than `batch_timeout`: the batch closes when it
-holds `max_batch_size` texts (not requests: one request may carry many) or at that deadline,
-whichever comes first. Under load, requests queue while the worker tags, so batches fill without
-waiting; alone, a request waits at most `batch_timeout`. The pooled texts then go through THE
-inference routine as one input (`ner.serving.api.tag_requests`): length-sorted, in batches under
-the tagger's piece budget.
+for more only while the first request is younger than `batch_timeout` (default 0: no wait): the
+batch closes when it holds `max_batch_size` texts (not requests: one request may carry many) or
+at that deadline, whichever comes first. Under load, requests queue while the worker tags, so
+batches fill without waiting; alone, a request waits at most `batch_timeout`. The pooled texts
+then go through THE inference routine as one input (`ner.serving.api.tag_requests`), batched as
+`ner tag` batches (`ner.inference.routine.warm_up` runs each batch shape when a worker loads).
 
 A request that waited past the server's deadline (LitServe's `request_timeout`, `ner serve
 --deadline`) before a worker took it is not tagged: the worker answers it a one-line 504 at once,
@@ -130,7 +130,7 @@ class TaggingAPI(ls.LitAPI):
         self,
         loader: Callable[[], Tagger],
         max_batch_size: int = 64,
-        batch_timeout: float = 0.005,
+        batch_timeout: float = 0.0,
         threads: int | None = None,
         max_pieces: int | None = None,
     ):

@@ -163,7 +163,7 @@ def build_server(
     info: dict[str, Any],
     limits: Limits | None = None,
     max_batch_size: int = 64,
-    batch_timeout: float = 0.005,
+    batch_timeout: float = 0.0,
     workers: int = 1,
     threads: int | None = None,
     max_pieces: int | None = None,
