@@ -184,7 +184,8 @@ def main(argv: list[str] | None = None) -> None:
         " epoch each side; 'vs' = the anchor's epoch seconds / this row's (>1: faster)",
         "ours: `ner fit -c configs/conll2003-minilm.yaml --trainer.max_epochs 1"
         " --trainer.limit_val_batches 0` (automatic precision, its batches and schedule);"
-        " HF: benchmarks.hf_recipe (Trainer, batch 16, lr 5e-5), fp32 and bf16=True",
+        " HF: benchmarks.hf_recipe (Trainer, batch 16, lr 5e-5), fp32 (and bf16=True where the"
+        " CPU has native bf16)",
         "clock: first training batch's start to last one's end; pieces computed = the sum of"
         " attention_mask (document context and specials included)",
     ]

@@ -21,11 +21,13 @@ stands in; its random head has many near ties, a harder test than a trained one.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 
 from benchmarks.common import (
     CONLL_DIR,
+    ROOT,
     build_tagger,
     describe,
     headline,
@@ -81,6 +83,11 @@ def differ(a: list[list[str]], b: list[list[str]]) -> int:
     return sum(x != y for x, y in zip(a, b, strict=True))
 
 
+def shown(path: str) -> str:
+    """`path` as the notes show it: relative to the repository when it can be."""
+    return os.path.relpath(path, ROOT) if os.path.isabs(path) else path
+
+
 def main(argv: list[str] | None = None) -> None:
     from ner.corpus.reader import read_conll
     from ner.inference.backends import accelerate
@@ -112,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
             rows[-1] += [differ(got, alone), "-" if versus is None else versus]
     model_note = args.ckpt or f"{describe(args.encoder)} (untrained)"
     notes = [
-        f"{len(sentences):,} sentences of {args.conll}, {model_note}",
+        f"{len(sentences):,} sentences of {shown(args.conll)}, {model_note}",
         "differ from alone: sentences whose entities differ from the same backend's alone run "
         "(target 0); vs torch fp32: from torch fp32 alone; seconds: one pass, wall time",
     ]
