@@ -252,7 +252,8 @@ def run(args, texts: list[str]) -> dict:
             server_log = log.read_text(errors="replace")[-4000:]
     found, counts = windows(load, samples, plan, args), ("answered", "refused", "failed")
     failures = sorted({str(o.status) for o in load.outcomes if o.status not in (200, 503)})
-    return {"serve_command": command, "admission": info["admission"], "plan": plan,
+    shown = ["python", *command[1:]]  # the interpreter's path is this machine's, not the record's
+    return {"serve_command": shown, "admission": info["admission"], "plan": plan,
             "totals": {k: sum(w[k] for w in found) for k in (*counts, "refused_improper")},
             "failures": failures, "rss": rss_growth(found, samples, args), "stop": ended,
             "windows": found, "rss_samples": samples["rss"], "health_samples": samples["health"],

@@ -480,3 +480,13 @@ def test_benchmark_smoke(ckpt, conll_dir, capsys, tmp_path):
     assert data["mismatches"] == 0  # every answer has the offline entities
     assert data["offline"]["sentences"] == 16
     assert all(r["rate"] > 0 and r["p99_ms"] >= r["p50_ms"] > 0 for r in data["raw"])
+
+
+def test_idle_connections_outlast_the_clients_pools():
+    # a server that closes idle keep-alive connections no later than its clients' pools do
+    # races them: a request sent as the server closes is a read error (seen in a soak run)
+    import httpx
+
+    from ner.serving.server import KEEP_ALIVE
+
+    assert KEEP_ALIVE > httpx.Limits().keepalive_expiry

@@ -193,6 +193,12 @@ def build_server(
     return server
 
 
+# Seconds an idle keep-alive connection stays open. uvicorn's 5 s equals the idle expiry of
+# httpx's pools: a client may then send on a connection the server is closing and get a read
+# error for a request it cannot safely retry. A server should outlast its clients' idle timeout.
+KEEP_ALIVE = 75
+
+
 def announce(server: ls.LitServer, message: str) -> None:
     """Print `message` on stderr once an HTTP process has started (it then takes requests)."""
     original = server.app.router.lifespan_context
@@ -241,7 +247,7 @@ def serve(server: ls.LitServer, host: str = "127.0.0.1", port: int = 8000) -> No
         ):
             server.run(
                 host=host, port=port, log_level="warning", generate_client_file=False,
-                log_config=log_config(), access_log=False,
+                log_config=log_config(), access_log=False, timeout_keep_alive=KEEP_ALIVE,
             )  # fmt: skip
     except KeyboardInterrupt:
         pass  # stopped before LitServe took over its own shutdown
