@@ -3,7 +3,7 @@
 # (checkpoints/conll2003-minilm/{best,last}.ckpt), then evaluate best.ckpt on the test split.
 #   bash scripts/quickstart.sh            the offline default (25 to 35 minutes on 2 CPU cores)
 #   bash scripts/quickstart.sh --quick    the quick recipe (configs/experiment/quick.yaml, about
-#                                         8 minutes), then tag a sentence with it
+#                                         7 minutes), then tag a sentence with it
 # Other arguments go to `ner fit`, e.g. `bash scripts/quickstart.sh --trainer.max_epochs 1`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
