@@ -168,8 +168,9 @@ def main(argv: list[str] | None = None) -> None:
         results["ours, packed (experiment packed)"] = run_ours(
             work, work / "data", "packed", [*encoder, *packed]
         )
-        # bf16 on a CPU without it natively is emulated, many times slower: no anchor worth timing
-        for bf16 in (False, True) if native_bf16() else (False,):
+        # bf16 on a CPU without it natively is emulated, many times slower: no anchor worth
+        # timing (a smoke run keeps it: it checks the code path on any CPU)
+        for bf16 in (False, True) if native_bf16() or args.smoke else (False,):
             name = f"HF Trainer, {'bf16' if bf16 else 'fp32'}"
             results[name] = run_hf(work / "data", args.encoder, args.seed, bf16, work)
     hf = {k: v["seconds"] for k, v in results.items() if k.startswith("HF")}

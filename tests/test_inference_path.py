@@ -85,7 +85,7 @@ def test_predict_and_tag_write_byte_identical_outputs(context_run, tmp_path, cap
     assert code == 0, err
     code, _, err = run_ner(
         ["tag", ckpt, str(source), "--output", str(out_tag), "--format", fmt,
-         "--input-format", kind],
+         "--input-format", kind, "--batch-size", "16"],  # ner predict's: --data.batch_size 16
         capsys,
     )  # fmt: skip
     assert code == 0, err

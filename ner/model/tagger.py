@@ -129,8 +129,8 @@ class NERTagger(pl.LightningModule):
 
     # ---- forward -----------------------------------------------------------------------------
     def encode(self, input_ids: Tensor, attention_mask: Tensor, **packed: Tensor) -> tuple:
-        """Hidden states `(embeddings, layer_1..L)`, each `[rows, pieces, hidden]`; or `(last,)`.
-        `packed`: `position_ids` and `segments` of packed rows (`ner.data.row_packing`)."""
+        """Hidden states, each `[rows, pieces, hidden]`, or `(last,)`; `packed`: `position_ids`
+        and `segments` of packed rows (`ner.data.row_packing`)."""
         all_states = self.combiner.needs_all_hidden_states
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.freeze_encoder):
             return hidden_states(self.encoder, input_ids, attention_mask, all_states, **packed)
@@ -159,8 +159,7 @@ class NERTagger(pl.LightningModule):
         return self.word_features.inputs if self.word_features is not None else ()
 
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
-        """Emissions `[batch, words, labels]` of a `collate` (or `feature_batches`) batch; by the
-        attached `runtime` at inference, if any."""
+        """Emissions `[batch, words, labels]` of a batch; by the `runtime` attached, if any."""
         if self.runtime is not None and not self.training:
             return self.runtime(batch)
         return self.head(self.word_vectors(batch, self.piece_vectors(batch)), batch["word_mask"])
@@ -177,8 +176,10 @@ class NERTagger(pl.LightningModule):
             self.train_entities = sorted(training_entities(datamodule.sentences("train")))
             if self.teacher is not None:
                 self.teacher.attach(self, load_tagger)
-        if stage == "predict" and hasattr(datamodule, "inference"):  # batched as `ner tag` does
-            datamodule.inference = inference_batching(self, self.trainer.strategy.root_device)
+        if stage == "predict" and hasattr(datamodule, "inference"):  # as `ner tag` batches
+            size, most = datamodule.batch_size, datamodule.max_pieces  # most: instead of size
+            at = self.trainer.strategy.root_device
+            datamodule.inference = inference_batching(self, at, None if most else size, most)
         # A frozen encoder is a fixed function of the windows: have the data module encode each
         # corpus once and serve stored hidden states (predict batches are always computed).
         if self.freeze_encoder and self.cache_features and hasattr(datamodule, "use_feature_cache"):
