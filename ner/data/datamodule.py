@@ -93,8 +93,7 @@ class NERDataModule(pl.LightningDataModule):
         reading = CorpusFormat(format, scheme, tag_column, misaligned, offsets)
         self.splits = Splits(given, data_dir, hub_name, reading, cache_dir, predict_format)
         self.datasets, self._feature_stores, self.zero_piece_words = {}, {}, {}  # by split
-        # set by the tagger: a FeatureCache (frozen encoder), `ner predict`'s InferenceBatching
-        self.feature_cache = self.inference = None
+        self.feature_cache = self.inference = None  # the tagger's FeatureCache, InferenceBatching
         self._labels: list[str] | None = list(labels) if labels else None
         self.word_inputs: tuple[str, ...] = ()  # per-word inputs the model's features read
         self._tokenizer = self._settings = self._model_settings = self._scratch = None  # lazy
