@@ -38,12 +38,13 @@ class RoundTrip:
 
 def accept_predictions(path: Path) -> None:
     """What accepting a pre-annotation in Label Studio does: the prediction becomes the task's
-    annotation (the reader takes annotations only)."""
+    annotation (the reader takes annotations only). Written a task a line or more, as Label
+    Studio exports it, so a task's line tells tasks apart."""
     tasks = json.loads(path.read_text(encoding="utf-8"))
     for i, task in enumerate(tasks, 1):
         task["id"] = i
         task["annotations"] = [{"id": i, "result": task.pop("predictions")[0]["result"]}]
-    path.write_text(json.dumps(tasks, ensure_ascii=False), encoding="utf-8")
+    path.write_text(json.dumps(tasks, ensure_ascii=False, indent=2), encoding="utf-8")
 
 
 def round_trip(sentences: list[Sentence], fmt: str, folder: Path) -> RoundTrip:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers import run_ner, tiny_sentences
+from round_trip import accept_predictions
 
 from ner.corpus.inputs import Passage
 from ner.corpus.outputs import write_predictions
@@ -48,16 +49,6 @@ def passage(line: int, words: list[str], text: str) -> Passage:
         offsets.append((start, start + len(word)))
         pos = start + len(word)
     return Passage(line, text, words, offsets)
-
-
-def accept_predictions(path: Path) -> None:
-    """What accepting a pre-annotation in Label Studio does: the prediction becomes the task's
-    annotation (the reader takes annotations only)."""
-    tasks = json.loads(path.read_text(encoding="utf-8"))
-    for i, task in enumerate(tasks, 1):
-        task["id"] = i
-        task["annotations"] = [{"id": i, "result": task.pop("predictions")[0]["result"]}]
-    path.write_text(json.dumps(tasks, ensure_ascii=False, indent=2), encoding="utf-8")
 
 
 def write_format(path: Path, fmt: str, data) -> Path:
